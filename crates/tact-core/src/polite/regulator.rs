@@ -1,0 +1,326 @@
+//! The regulator state machine of spec section 3: one per regulated unit.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use super::config::{ConfigError, PoliteConfig};
+use super::target::TargetSet;
+use crate::stats::{SignTest, Verdict};
+
+/// Progress reported at one testpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct Obs<'a> {
+    /// Metric-set index (phased metrics use one index per phase).
+    pub index: u32,
+    /// Progress increments since the previous call, one per metric of this index.
+    pub dp: &'a [f64],
+    /// Time the unit actually ran since the previous call: suspensions and waits excluded.
+    pub active: Duration,
+    /// Whether the machine was quiet (low pressure) over this interval, if the caller knows.
+    /// A bootstrap seen quiet throughout needs no probation (spec 2.8).
+    pub quiet: Option<bool>,
+}
+
+/// What the unit should do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", content = "for", rename_all = "lowercase")]
+pub enum Decision {
+    Run,
+    /// Not enough evidence: keep running, suspension length unchanged.
+    Indeterminate,
+    Suspend(Duration),
+}
+
+impl Decision {
+    pub fn suspension(&self) -> Duration {
+        match self {
+            Decision::Suspend(s) => *s,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// Where the regulator is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "phase", rename_all = "lowercase")]
+pub enum Phase {
+    /// Running unregulated to seed the target; `quiet` stays true while every sample was quiet.
+    Bootstrap { done: u32, quiet: bool },
+    /// Regulated, and execution capped at the duty cap until `until`.
+    Probation { until: Duration },
+    Regulated,
+}
+
+/// What happened to the progress of this call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleKind {
+    /// Sooner than the period: progress accumulated for the next evaluation.
+    Accumulated,
+    /// The unit ran while it should have been suspended: dropped (subsampling, spec 2.4).
+    Ignored,
+    /// No active time, or more than the hung threshold: discarded, not judged.
+    Discarded,
+    /// Evaluated during the bootstrap: calibrates, not judged.
+    Bootstrap,
+    /// Evaluated and judged by the sign test.
+    Judged,
+}
+
+/// The figures of one evaluated testpoint, for traces and `--json-log`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluation {
+    /// Active seconds the sample covers.
+    pub d: f64,
+    /// Progress by index.
+    pub dp: BTreeMap<u32, Vec<f64>>,
+    /// Target duration in seconds (None while no target can judge this sample).
+    pub dstar: Option<f64>,
+    /// Whether the sample counted as poor (d > D*).
+    pub poor: Option<bool>,
+    /// The sign test's verdict, when the sample was judged.
+    pub verdict: Option<Verdict>,
+    /// Sign-test window after this sample (before a verdict clears it).
+    pub n: u32,
+    pub c: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub decision: Decision,
+    pub kind: SampleKind,
+    pub eval: Option<Evaluation>,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ObsError {
+    #[error("metric {metric} of index {index} is {value}: progress must be a finite number >= 0")]
+    BadMetric { index: u32, metric: usize, value: f64 },
+    #[error("index {index} was given {got} metrics, but earlier {expected}")]
+    MetricCount { index: u32, expected: usize, got: usize },
+    #[error("index {index} was given no metrics")]
+    NoMetrics { index: u32 },
+}
+
+/// Relative slack on d > D*: a job at exactly its target rate must not read as poor through
+/// rounding in the averaged target.
+const POOR_SLACK: f64 = 1e-9;
+
+#[derive(Debug, Clone)]
+pub struct Regulator {
+    cfg: PoliteConfig,
+    test: SignTest,
+    phase: Phase,
+    targets: TargetSet,
+    acc: BTreeMap<u32, Vec<f64>>,
+    acc_active: Duration,
+    last_eval: Duration,
+    n: u32,
+    c: u32,
+    next_suspension: Duration,
+    hold_until: Option<Duration>,
+}
+
+impl Regulator {
+    /// A regulator started at `now`. With saved `targets` that finished their warm-up, it skips
+    /// the bootstrap and the probation, as the paper's library did with persisted targets.
+    pub fn new(cfg: PoliteConfig, now: Duration, targets: Option<TargetSet>) -> Result<Self, ConfigError> {
+        let test = cfg.validate()?;
+        let targets = targets.unwrap_or_default();
+        let phase = if targets.is_calibrated(cfg.bootstrap) {
+            Phase::Regulated
+        } else {
+            Phase::Bootstrap { done: 0, quiet: true }
+        };
+        Ok(Regulator {
+            next_suspension: cfg.initial_suspension,
+            cfg,
+            test,
+            phase,
+            targets,
+            acc: BTreeMap::new(),
+            acc_active: Duration::ZERO,
+            last_eval: now,
+            n: 0,
+            c: 0,
+            hold_until: None,
+        })
+    }
+
+    pub fn config(&self) -> &PoliteConfig {
+        &self.cfg
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn targets(&self) -> &TargetSet {
+        &self.targets
+    }
+
+    /// The suspension the next poor verdict will impose.
+    pub fn next_suspension(&self) -> Duration {
+        self.next_suspension
+    }
+
+    /// One testpoint of the unit at time `now`.
+    pub fn step(&mut self, now: Duration, obs: Obs) -> Result<Step, ObsError> {
+        self.check(&obs)?;
+        let acc = self.acc.entry(obs.index).or_insert_with(|| vec![0.0; obs.dp.len()]);
+        for (a, p) in acc.iter_mut().zip(obs.dp) {
+            *a += p;
+        }
+        self.acc_active += obs.active;
+        if let Phase::Bootstrap { quiet, .. } = &mut self.phase {
+            *quiet &= obs.quiet == Some(true);
+        }
+
+        if let Some(until) = self.hold_until.filter(|&u| now < u) {
+            // It ran when a compliant unit would have been suspended: never calibrate on that.
+            self.take();
+            self.last_eval = now;
+            return Ok(step(Decision::Suspend(until - now), SampleKind::Ignored, None));
+        }
+        self.hold_until = None;
+        if now.saturating_sub(self.last_eval) < self.cfg.period {
+            return Ok(step(Decision::Run, SampleKind::Accumulated, None));
+        }
+
+        let (samples, active) = self.take();
+        self.last_eval = now;
+        if active.is_zero() || active > self.cfg.hung {
+            return Ok(step(Decision::Run, SampleKind::Discarded, None));
+        }
+        let d = active.as_secs_f64();
+        // Only a sample of one index calibrates; a mixed one is only compared (spec section 4).
+        let single = (samples.len() == 1).then(|| samples.iter().next().expect("one")).map(|(i, dp)| (*i, dp.clone()));
+
+        if let Phase::Bootstrap { done, quiet } = self.phase {
+            if let Some((i, dp)) = &single {
+                self.calibrate(*i, dp, d);
+            }
+            self.phase = if done + 1 >= self.cfg.bootstrap {
+                let probation = self.cfg.probation.unwrap_or(if quiet { Duration::ZERO } else { self.cfg.auto_probation });
+                if probation.is_zero() {
+                    Phase::Regulated
+                } else {
+                    Phase::Probation { until: now + probation }
+                }
+            } else {
+                Phase::Bootstrap { done: done + 1, quiet }
+            };
+            let eval = self.evaluation(d, samples, None, None, None);
+            return Ok(step(Decision::Run, SampleKind::Bootstrap, Some(eval)));
+        }
+
+        let dstar = self.targets.duration(&samples);
+        let poor = dstar.map(|t| d > t * (1.0 + POOR_SLACK));
+        if let Some(p) = poor {
+            self.n += 1;
+            self.c += p as u32;
+        }
+        if let Some((i, dp)) = &single {
+            self.calibrate(*i, dp, d);
+        }
+        let verdict = self.test.verdict(self.n, self.c);
+        let eval = self.evaluation(d, samples, dstar, poor, Some(verdict));
+        let mut decision = match verdict {
+            Verdict::Poor => {
+                let s = self.next_suspension;
+                self.next_suspension = (s * 2).min(self.cfg.max_suspension);
+                self.clear_window();
+                Decision::Suspend(s)
+            }
+            Verdict::Good => {
+                self.next_suspension = self.cfg.initial_suspension;
+                self.clear_window();
+                Decision::Run
+            }
+            Verdict::Indeterminate => {
+                if self.n >= self.cfg.window_cap {
+                    self.clear_window();
+                }
+                Decision::Indeterminate
+            }
+        };
+        if let Phase::Probation { until } = self.phase {
+            if now >= until {
+                self.phase = Phase::Regulated;
+            } else {
+                // Duty cap: rest d(1−φ)/φ, on top of whatever regulation asked; s_next untouched.
+                let phi = self.cfg.duty_cap;
+                let rest = Duration::from_secs_f64(d * (1.0 - phi) / phi);
+                if rest > decision.suspension() {
+                    decision = Decision::Suspend(rest);
+                }
+            }
+        }
+        if let Decision::Suspend(s) = decision {
+            self.hold_until = Some(now + s);
+        }
+        Ok(step(decision, SampleKind::Judged, Some(eval)))
+    }
+
+    fn check(&self, obs: &Obs) -> Result<(), ObsError> {
+        if obs.dp.is_empty() {
+            return Err(ObsError::NoMetrics { index: obs.index });
+        }
+        if let Some((metric, &value)) = obs.dp.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+            return Err(ObsError::BadMetric { index: obs.index, metric, value });
+        }
+        let expected = self
+            .targets
+            .get(obs.index)
+            .map(|t| t.metrics())
+            .or_else(|| self.acc.get(&obs.index).map(Vec::len));
+        match expected {
+            Some(expected) if expected != obs.dp.len() => {
+                Err(ObsError::MetricCount { index: obs.index, expected, got: obs.dp.len() })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn calibrate(&mut self, index: u32, dp: &[f64], d: f64) {
+        self.targets.update(index, dp, d, self.cfg.bootstrap, self.cfg.xi(), self.cfg.ridge);
+    }
+
+    /// Take the accumulated progress (non-empty indices only) and active time.
+    fn take(&mut self) -> (BTreeMap<u32, Vec<f64>>, Duration) {
+        let mut samples = std::mem::take(&mut self.acc);
+        // Keep every index's metric count known even when it made no progress this time.
+        for (i, dp) in &samples {
+            self.acc.insert(*i, vec![0.0; dp.len()]);
+        }
+        samples.retain(|_, dp| dp.iter().any(|&p| p > 0.0));
+        if samples.is_empty() {
+            // No progress at all is a sample too (the slowest kind); attribute it to the indices seen.
+            samples = self.acc.clone();
+        }
+        (samples, std::mem::take(&mut self.acc_active))
+    }
+
+    fn clear_window(&mut self) {
+        self.n = 0;
+        self.c = 0;
+    }
+
+    fn evaluation(
+        &self,
+        d: f64,
+        dp: BTreeMap<u32, Vec<f64>>,
+        dstar: Option<f64>,
+        poor: Option<bool>,
+        verdict: Option<Verdict>,
+    ) -> Evaluation {
+        Evaluation { d, dp, dstar, poor, verdict, n: self.n, c: self.c }
+    }
+}
+
+fn step(decision: Decision, kind: SampleKind, eval: Option<Evaluation>) -> Step {
+    Step { decision, kind, eval }
+}
