@@ -6,9 +6,11 @@
 //! carries out the answer; this module only decides.
 
 mod config;
+mod poll;
 mod regulator;
 mod target;
 
 pub use config::{ConfigError, PoliteConfig};
+pub use poll::{PollInterval, PollPolicy};
 pub use regulator::{Decision, Evaluation, Obs, Phase, Regulator, SampleKind, Step};
 pub use target::{Target, TargetSet, TARGETS_VERSION};

@@ -251,12 +251,13 @@ impl Regulator {
             if now >= until {
                 self.phase = Phase::Regulated;
             } else {
-                // Duty cap: rest d(1−φ)/φ, on top of whatever regulation asked; s_next untouched.
+                // Duty cap: rest d(1−φ)/φ after each testpoint; s_next untouched. Regulation's own
+                // suspensions stretch by 1/φ as well, so probation is regulation in slow motion:
+                // stretching only the quiet periods would leave contended samples 1/φ times
+                // over-represented in the calibration, the very bias probation exists to undo.
                 let phi = self.cfg.duty_cap;
                 let rest = Duration::from_secs_f64(d * (1.0 - phi) / phi);
-                if rest > decision.suspension() {
-                    decision = Decision::Suspend(rest);
-                }
+                decision = Decision::Suspend(rest.max(decision.suspension().div_f64(phi)));
             }
         }
         if let Decision::Suspend(s) = decision {

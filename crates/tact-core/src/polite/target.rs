@@ -112,10 +112,16 @@ impl Target {
 }
 
 /// The targets of one job, by metric-set index. This is what persists between runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetSet {
     pub version: u32,
     pub targets: BTreeMap<u32, Target>,
+}
+
+impl Default for TargetSet {
+    fn default() -> Self {
+        TargetSet::new()
+    }
 }
 
 impl TargetSet {
@@ -191,6 +197,7 @@ mod tests {
         assert_eq!(set.duration(&s), Some(3.0));
         assert_eq!(set.duration(&BTreeMap::from([(7, vec![1.0])])), None);
         assert!(set.is_calibrated(1) && !set.is_calibrated(2));
+        assert_eq!(TargetSet::default().version, TARGETS_VERSION);
         let json = serde_json::to_string(&set).unwrap();
         assert_eq!(serde_json::from_str::<TargetSet>(&json).unwrap(), set);
     }

@@ -1,0 +1,4 @@
+//! Actuators: the code that changes processes.
+
+pub mod pidfd;
+pub mod tree;

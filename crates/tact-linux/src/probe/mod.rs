@@ -1,0 +1,4 @@
+//! Read-only views of the kernel: process tables and progress counters.
+
+pub mod proc;
+pub mod progress;

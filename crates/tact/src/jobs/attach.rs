@@ -1,0 +1,29 @@
+//! `tact attach`: regulate a process that is already running, until it exits or tact is stopped.
+
+use anyhow::{Context, Result};
+
+use super::events::Events;
+use super::polite::{Ended, PoliteJob, Settings};
+use crate::cli::AttachArgs;
+
+pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
+    let settings = Settings::from_args(&args.polite, verbose)?;
+    let mut events = Events::new()?;
+    let program = tact_linux::ProcReader::new()
+        .cmdline(args.pid)
+        .map(|argv| argv.join(" "))
+        .with_context(|| format!("cannot attach to process {}", args.pid))?;
+    let mut job = PoliteJob::new(settings, args.pid, &program).with_context(|| format!("cannot attach to process {}", args.pid))?;
+    let ended = job.regulate(&mut events);
+    let sources = job.sources();
+    let summary = job.finish();
+    let code = match ended? {
+        Ended::Exited => 0,
+        Ended::Interrupted(sig) => {
+            eprintln!("tact: stopped regulating on {}; process {} is running", sig.signal, args.pid);
+            128 + sig.signal as i32
+        }
+    };
+    eprintln!("{}", summary.line(&sources));
+    Ok(code)
+}

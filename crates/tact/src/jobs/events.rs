@@ -1,0 +1,87 @@
+//! Waiting for what can interrupt regulation: the job's exit, or a signal to tact.
+//!
+//! Termination signals are blocked and read from a signalfd, so they arrive as events in the one
+//! loop that also owns the stopped job: there is no handler that could run while the job is half
+//! stopped, and the loop always resumes the job before acting on a signal. (Children start with
+//! an empty signal mask: std's process spawning resets it.)
+
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+/// Signals tact handles itself; each resumes the job first.
+const HANDLED: [Signal; 4] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT];
+
+/// A signal as received.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    pub signal: Signal,
+    /// True when a terminal generated it (Ctrl-C): the job, in the same process group, got it
+    /// too, so passing it on would deliver it twice.
+    pub from_terminal: bool,
+}
+
+pub enum Event {
+    Timeout,
+    /// The process behind the watched pidfd exited.
+    Exited,
+    Signal(Received),
+}
+
+pub struct Events {
+    sfd: SignalFd,
+}
+
+impl Events {
+    /// Blocks the handled signals in this thread (call before starting any thread) and opens
+    /// a signalfd for them.
+    pub fn new() -> Result<Self> {
+        let mut set = SigSet::empty();
+        for s in HANDLED {
+            set.add(s);
+        }
+        set.thread_block().context("cannot block termination signals")?;
+        let sfd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .context("cannot open a signalfd")?;
+        Ok(Events { sfd })
+    }
+
+    /// Waits up to `timeout` for the process behind `pidfd` to exit or a signal to arrive.
+    pub fn wait(&mut self, pidfd: BorrowedFd, timeout: Duration) -> Result<Event> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(sig) = self.pending()? {
+                return Ok(Event::Signal(sig));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            // Rounded up, so a wait never spins on a zero timeout below one millisecond.
+            let ms = u16::try_from(left.as_micros().div_ceil(1000)).unwrap_or(u16::MAX);
+            let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN), PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e).context("poll"),
+            }
+            if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                return Ok(Event::Exited);
+            }
+            if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                continue;
+            }
+            if Instant::now() >= deadline {
+                return Ok(Event::Timeout);
+            }
+        }
+    }
+
+    fn pending(&mut self) -> Result<Option<Received>> {
+        let Some(info) = self.sfd.read_signal().context("cannot read the signalfd")? else {
+            return Ok(None);
+        };
+        let signal = Signal::try_from(info.ssi_signo as i32).context("unknown signal number")?;
+        Ok(Some(Received { signal, from_terminal: info.ssi_code == libc::SI_KERNEL }))
+    }
+}

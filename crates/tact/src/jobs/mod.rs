@@ -1,0 +1,8 @@
+//! Jobs: probes, an engine and actuators wired together for one regulated program.
+
+pub mod attach;
+mod events;
+mod polite;
+pub mod run;
+
+pub use polite::setup_logging;

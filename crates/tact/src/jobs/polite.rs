@@ -1,0 +1,339 @@
+//! External-mode regulation (BeNice, spec 2.7): poll the job's progress counters, feed them to the
+//! polite regulator, and stop or continue the job's process tree as it decides.
+
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tact_core::polite::{Decision, Obs, PollInterval, PollPolicy, PoliteConfig, Regulator, SampleKind};
+use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::state::StateDir;
+use tact_linux::{Guard, JobTree, ProcReader, ProgressMeter, ProgressSource};
+
+use super::events::{Event, Events, Received};
+use crate::cli::PoliteArgs;
+use crate::store::TargetStore;
+use crate::trace::JsonLog;
+
+/// How often calibrated targets are saved while a job runs (and again at exit).
+const SAVE_EVERY: Duration = Duration::from_secs(300);
+/// Extra time the guard grants beyond the longest suspension before it presumes tact hung.
+const LEASE_SLACK: Duration = Duration::from_secs(5);
+
+pub fn setup_logging(verbose: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if verbose { "info" } else { "warn" };
+    let filter = EnvFilter::try_from_env("TACT_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).without_time().with_writer(std::io::stderr).init();
+}
+
+/// Everything decided from the command line before the job starts, so bad input fails before
+/// anything runs.
+pub struct Settings {
+    pub cfg: PoliteConfig,
+    pub sources: Vec<ProgressSource>,
+    pub state_dir: PathBuf,
+    pub name: Option<String>,
+    pub json_log: Option<JsonLog>,
+    /// Opened before the job starts: a tact that cannot record what it stops must not stop it.
+    pub crash_records: StateDir,
+    pub verbose: bool,
+}
+
+impl Settings {
+    pub fn from_args(args: &PoliteArgs, verbose: bool) -> Result<Self> {
+        let names: Vec<String> = if args.progress.is_empty() {
+            eprintln!(
+                "tact: regulating on `io` progress (bytes the job reads and writes); \
+                 choose with --progress io|io-read|io-write|io-storage|cpu|file:PATH"
+            );
+            vec!["io".into()]
+        } else {
+            args.progress.clone()
+        };
+        let sources = names.iter().map(|s| s.parse::<ProgressSource>()).collect::<Result<Vec<_>, _>>()?;
+        for s in &sources {
+            if let ProgressSource::File(path) = s {
+                std::fs::read_to_string(path).with_context(|| {
+                    format!("cannot read counter file {} for --progress {s} (create it before starting tact)", path.display())
+                })?;
+            }
+        }
+        if args.max_suspend < args.testpoint {
+            bail!(
+                "--max-suspend ({}) must be at least --testpoint ({})",
+                humantime::format_duration(args.max_suspend),
+                humantime::format_duration(args.testpoint)
+            );
+        }
+        let cfg = PoliteConfig {
+            alpha: args.alpha,
+            beta: args.beta,
+            max_suspension: args.max_suspend,
+            probation: args.probation,
+            bootstrap: args.bootstrap,
+            ..PoliteConfig::with_period(args.testpoint)
+        };
+        cfg.validate().map_err(|e| anyhow::anyhow!("{e} (see --alpha, --beta)"))?;
+        Ok(Settings {
+            cfg,
+            sources,
+            state_dir: args.state_dir.clone().unwrap_or_else(crate::paths::state_dir),
+            name: args.name.clone(),
+            json_log: args.json_log.as_deref().map(JsonLog::create).transpose()?,
+            crash_records: StateDir::new(crate::paths::runtime_dir()?)?,
+            verbose,
+        })
+    }
+}
+
+/// How regulation ended.
+pub enum Ended {
+    /// The job's root process exited.
+    Exited,
+    /// tact was asked to stop; the job is running again.
+    Interrupted(Received),
+}
+
+/// What a user wants to know at the end.
+#[derive(Default)]
+pub struct Summary {
+    pub elapsed: Duration,
+    pub suspended: Duration,
+    pub suspensions: u32,
+    pub longest: Duration,
+    pub target: Vec<f64>,
+}
+
+pub struct PoliteJob {
+    cfg: PoliteConfig,
+    sources: Vec<ProgressSource>,
+    verbose: bool,
+    tree: JobTree,
+    root: PidFd,
+    meter: ProgressMeter,
+    reg: Regulator,
+    store: TargetStore,
+    log: Option<JsonLog>,
+    state: StateDir,
+    guard: Option<Guard>,
+    poll: PollInterval,
+    start: Instant,
+    summary: Summary,
+}
+
+impl PoliteJob {
+    /// Takes charge of the tree rooted at `pid`; `program` names it for the target store.
+    pub fn new(settings: Settings, pid: i32, program: &str) -> Result<Self> {
+        let Settings { cfg, sources, state_dir, name, json_log, crash_records, verbose } = settings;
+        let tree = JobTree::attach(pid)?;
+        let root = PidFd::open(pid)?;
+        // The pidfd was opened after attach checked the process: make sure it names the same one.
+        if ProcReader::new().stat(pid)?.id() != tree.root() {
+            bail!("process {pid} exited while tact was attaching to it");
+        }
+        let names: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+        let store = TargetStore::new(&state_dir, name.as_deref(), program, &names);
+        let saved = store.load();
+        let start = Instant::now();
+        let reg = Regulator::new(cfg.clone(), Duration::ZERO, saved.clone())?;
+        if saved.is_some() && verbose {
+            eprintln!("tact: starting from the target saved in {}", store.path().display());
+        }
+        let meter = ProgressMeter::new(ProcReader::new(), sources.clone());
+        Ok(PoliteJob {
+            cfg,
+            sources,
+            verbose,
+            tree,
+            root,
+            meter,
+            reg,
+            store,
+            log: json_log,
+            state: crash_records,
+            guard: None,
+            poll: PollInterval::new(PollPolicy::default()),
+            start,
+            summary: Summary::default(),
+        })
+    }
+
+    /// Regulates until the root exits or a signal arrives; the job is running when this returns,
+    /// whether it returns an error or not.
+    pub fn regulate(&mut self, events: &mut Events) -> Result<Ended> {
+        let result = self.regulate_inner(events);
+        let resumed = self.tree.resume().context("cannot resume the job");
+        if let Err(e) = self.store.save(self.reg.targets()) {
+            tracing::warn!("{e:#}");
+        }
+        self.summary.elapsed = self.start.elapsed();
+        self.summary.target = self.reg.targets().get(0).map(|t| t.rates()).unwrap_or_default();
+        let ended = result?;
+        resumed?;
+        Ok(ended)
+    }
+
+    fn regulate_inner(&mut self, events: &mut Events) -> Result<Ended> {
+        let mut last = self.meter.sample(&self.tree.members())?;
+        let mut last_poll = Instant::now();
+        let mut last_save = Instant::now();
+        loop {
+            match events.wait(self.root.as_fd(), self.poll.current())? {
+                Event::Exited => return Ok(Ended::Exited),
+                Event::Signal(sig) => return Ok(Ended::Interrupted(sig)),
+                Event::Timeout => {}
+            }
+            self.tree.refresh()?;
+            let totals = match self.meter.sample(&self.tree.members()) {
+                Ok(t) => t,
+                Err(e) => {
+                    // A counter file being replaced, say: skip this poll rather than judge on it.
+                    tracing::warn!("skipping a testpoint: {e}");
+                    continue;
+                }
+            };
+            let dp: Vec<f64> = totals.iter().zip(&last).map(|(t, l)| (t - l).max(0.0)).collect();
+            last = totals;
+            let now = Instant::now();
+            let active = now - last_poll;
+            last_poll = now;
+            self.poll.record(dp.iter().any(|&p| p > 0.0));
+            let t = now - self.start;
+            let step = self.reg.step(t, Obs { index: 0, dp: &dp, active, quiet: None })?;
+            self.report(t, &step, &dp)?;
+            if let Some(guard) = &mut self.guard {
+                guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
+            }
+            if let Decision::Suspend(s) = step.decision {
+                if let Some(ended) = self.suspend(events, s)? {
+                    return Ok(ended);
+                }
+                last_poll = Instant::now();
+            }
+            if last_save.elapsed() >= SAVE_EVERY {
+                self.store.save(self.reg.targets())?;
+                last_save = Instant::now();
+            }
+        }
+    }
+
+    /// Stops the tree for `len`, or until the job exits or tact is signalled.
+    fn suspend(&mut self, events: &mut Events, len: Duration) -> Result<Option<Ended>> {
+        if self.guard.is_none() {
+            let exe = std::env::current_exe().context("cannot find tact's own executable for its guard")?;
+            let mut guard = Guard::start(&exe, &["__guard"])?;
+            guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
+            self.guard = Some(guard);
+        }
+        let (state, guard) = (&self.state, self.guard.as_mut().expect("started above"));
+        let stopped = self.tree.stop_with(|t| {
+            state.record(t)?;
+            guard.watch(t)
+        });
+        if let Err(e) = stopped {
+            self.tree.resume().ok();
+            return Err(e.into());
+        }
+        let began = Instant::now();
+        let event = events.wait(self.root.as_fd(), len)?;
+        self.tree.resume()?;
+        let took = began.elapsed();
+        self.summary.suspended += took;
+        self.summary.suspensions += 1;
+        self.summary.longest = self.summary.longest.max(took);
+        Ok(match event {
+            Event::Timeout => None,
+            Event::Exited => Some(Ended::Exited),
+            Event::Signal(sig) => Some(Ended::Interrupted(sig)),
+        })
+    }
+
+    fn report(&mut self, t: Duration, step: &tact_core::polite::Step, dp: &[f64]) -> Result<()> {
+        if step.kind == SampleKind::Accumulated {
+            return Ok(());
+        }
+        let target = self.reg.targets().get(0).map(|t| t.rates()).unwrap_or_default();
+        if self.verbose {
+            let e = step.eval.as_ref();
+            eprintln!(
+                "tact: t={:.1}s {:?} rate={} target={} verdict={} {}",
+                t.as_secs_f64(),
+                step.kind,
+                e.filter(|e| e.d > 0.0).map(|e| fmt_rates(&dp.iter().map(|p| p / e.d).collect::<Vec<_>>())).unwrap_or("-".into()),
+                fmt_rates(&target),
+                e.and_then(|e| e.verdict).map(|v| format!("{v:?}").to_lowercase()).unwrap_or("-".into()),
+                match step.decision {
+                    Decision::Suspend(s) => format!("suspend {}", humantime::format_duration(round_ms(s))),
+                    _ => String::new(),
+                }
+            );
+        }
+        if let Some(log) = &mut self.log {
+            log.write(t, self.reg.phase(), step, dp, target, self.reg.next_suspension())?;
+        }
+        Ok(())
+    }
+
+    /// Clean exit: the guard leaves, and the crash record goes. Call after `regulate`.
+    pub fn finish(mut self) -> Summary {
+        if let Some(guard) = self.guard.take() {
+            if let Err(e) = guard.bye() {
+                tracing::warn!("guard: {e}");
+            }
+        }
+        if let Err(e) = self.state.remove(&self.tree) {
+            tracing::warn!("{e}");
+        }
+        std::mem::take(&mut self.summary)
+    }
+
+    /// The job's root process, to pass signals on to.
+    pub fn root(&self) -> &PidFd {
+        &self.root
+    }
+
+    pub fn sources(&self) -> Vec<String> {
+        self.sources.iter().map(|s| s.to_string()).collect()
+    }
+}
+
+impl Summary {
+    /// One line for stderr at the end of a job.
+    pub fn line(&self, sources: &[String]) -> String {
+        let ran = if self.elapsed.is_zero() {
+            100.0
+        } else {
+            100.0 * (1.0 - self.suspended.as_secs_f64() / self.elapsed.as_secs_f64())
+        };
+        let target: Vec<String> =
+            self.target.iter().zip(sources).map(|(r, s)| format!("{} {s}", fmt_rate(*r))).collect();
+        format!(
+            "tact: job ran {ran:.0}% of {}; suspended {} times (longest {}); target {}",
+            humantime::format_duration(Duration::from_secs(self.elapsed.as_secs())),
+            self.suspensions,
+            humantime::format_duration(round_ms(self.longest)),
+            if target.is_empty() { "not calibrated yet".into() } else { target.join(", ") }
+        )
+    }
+}
+
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
+
+fn fmt_rates(r: &[f64]) -> String {
+    r.iter().map(|&v| fmt_rate(v)).collect::<Vec<_>>().join("+")
+}
+
+/// 12.3M/s style, for counters of any unit.
+fn fmt_rate(v: f64) -> String {
+    let (scaled, unit) = match v {
+        v if v >= 1e9 => (v / 1e9, "G"),
+        v if v >= 1e6 => (v / 1e6, "M"),
+        v if v >= 1e3 => (v / 1e3, "k"),
+        v => (v, ""),
+    };
+    format!("{scaled:.1}{unit}/s")
+}

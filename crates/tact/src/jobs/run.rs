@@ -1,0 +1,102 @@
+//! `tact run`: start a command and regulate it; exit with its status.
+
+use std::io::ErrorKind;
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::events::{Event, Events, Received};
+use super::polite::{Ended, PoliteJob, Settings};
+use crate::cli::RunArgs;
+
+/// Exit status when tact itself fails (as `timeout` and `env` do), so it differs from the
+/// command's own failures.
+pub const TACT_FAILED: i32 = 125;
+
+pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
+    let settings = Settings::from_args(&args.polite, verbose)?;
+    let mut events = Events::new()?;
+    let (cmd, cmd_args) = args.command.split_first().expect("clap requires a command");
+    let mut command = Command::new(cmd);
+    command.args(cmd_args);
+    // tact blocks termination signals to read them from a signalfd; the command must not inherit
+    // that mask, or it would ignore SIGTERM and Ctrl-C.
+    // SAFETY: sigprocmask is async-signal-safe, and nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let mut empty = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut empty);
+            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            eprintln!("tact: {cmd}: command not found");
+            return Ok(127);
+        }
+        Err(e) => {
+            eprintln!("tact: {cmd}: cannot run: {e}");
+            return Ok(126);
+        }
+    };
+    // The same command line shares a calibrated target from run to run (`--name` to choose).
+    let mut job = match PoliteJob::new(settings, child.id() as i32, &args.command.join(" ")) {
+        Ok(job) => job,
+        Err(e) => {
+            // A command that finished before tact could attach needed no regulating.
+            if let Some(status) = child.try_wait()? {
+                return Ok(exit_code(status));
+            }
+            // Never started regulating: the command is ours, so it goes too.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    let ended = job.regulate(&mut events);
+    let sources = job.sources();
+    let after = match ended {
+        Ok(Ended::Exited) => Ok(()),
+        Ok(Ended::Interrupted(sig)) => pass_on_until_exit(&job, &mut events, sig),
+        Err(e) => Err(e),
+    };
+    let summary = job.finish();
+    let status = child.wait()?;
+    after?;
+    eprintln!("{}", summary.line(&sources));
+    Ok(exit_code(status))
+}
+
+/// Interrupted: pass the signal on and wait for the command, regulating no more.
+fn pass_on_until_exit(job: &PoliteJob, events: &mut Events, mut sig: Received) -> Result<()> {
+    loop {
+        if !sig.from_terminal {
+            // A terminal's signal reached the whole process group, the command included.
+            if let Err(e) = job.root().send_signal(sig.signal as i32) {
+                tracing::warn!("cannot pass {} on: {e}", sig.signal);
+            }
+        }
+        loop {
+            match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
+                Event::Exited => return Ok(()),
+                Event::Signal(next) => {
+                    sig = next;
+                    break;
+                }
+                Event::Timeout => {}
+            }
+        }
+    }
+}
+
+/// The command's exit code, or 128 + signal number as a shell reports a killed command.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}

@@ -1,0 +1,77 @@
+//! `--json-log`: one JSON object per evaluated testpoint.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tact_core::polite::{Phase, Step};
+
+pub struct JsonLog {
+    out: BufWriter<File>,
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    /// Seconds since tact started.
+    t: f64,
+    #[serde(flatten)]
+    phase: Phase,
+    kind: tact_core::polite::SampleKind,
+    /// Progress per metric since the last evaluated testpoint.
+    dp: &'a [f64],
+    /// Active (unsuspended) seconds the sample covers.
+    d: Option<f64>,
+    /// Progress per second of each metric in this sample.
+    rate: Option<Vec<f64>>,
+    /// Calibrated target rate of each metric.
+    target: Vec<f64>,
+    /// Target duration of this sample, seconds.
+    dstar: Option<f64>,
+    poor: Option<bool>,
+    verdict: Option<tact_core::stats::Verdict>,
+    /// Seconds of suspension decided now (0 when running on).
+    suspend: f64,
+    /// Suspension the next poor verdict will impose.
+    next_suspend: f64,
+}
+
+impl JsonLog {
+    pub fn create(path: &Path) -> Result<Self> {
+        let f = File::create(path).with_context(|| format!("cannot create --json-log file {}", path.display()))?;
+        Ok(JsonLog { out: BufWriter::new(f) })
+    }
+
+    pub fn write(
+        &mut self,
+        t: Duration,
+        phase: Phase,
+        step: &Step,
+        dp: &[f64],
+        target: Vec<f64>,
+        next_suspend: Duration,
+    ) -> Result<()> {
+        let eval = step.eval.as_ref();
+        let d = eval.map(|e| e.d);
+        let line = Line {
+            t: t.as_secs_f64(),
+            phase,
+            kind: step.kind,
+            dp,
+            d,
+            rate: d.filter(|&d| d > 0.0).map(|d| dp.iter().map(|p| p / d).collect()),
+            target,
+            dstar: eval.and_then(|e| e.dstar),
+            poor: eval.and_then(|e| e.poor),
+            verdict: eval.and_then(|e| e.verdict),
+            suspend: step.decision.suspension().as_secs_f64(),
+            next_suspend: next_suspend.as_secs_f64(),
+        };
+        serde_json::to_writer(&mut self.out, &line)?;
+        self.out.write_all(b"\n")?;
+        // Flushed per line so that a trace of a job that is killed is complete up to that moment.
+        self.out.flush().context("cannot write --json-log")
+    }
+}

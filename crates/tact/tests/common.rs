@@ -1,0 +1,102 @@
+//! Helpers shared by the binary's integration tests.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tact_linux::ProcReader;
+
+pub fn tact() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tact"));
+    // Keep tests' calibrated targets and crash records out of the user's directories.
+    c.env_remove("TACT_LOG");
+    c
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes; returns the time it took.
+pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+/// The process tree under `pid` (including it).
+pub fn tree(pid: i32) -> Vec<i32> {
+    ProcReader::new().descendants(pid).unwrap_or_default()
+}
+
+/// Whether any process of the tree is stopped (state T).
+pub fn any_stopped(pids: &[i32]) -> bool {
+    let r = ProcReader::new();
+    pids.iter().any(|&p| r.stat(p).map(|s| s.is_stopped()).unwrap_or(false))
+}
+
+/// Children of `pid` whose command line contains `needle`.
+pub fn children_matching(pid: i32, needle: &str) -> Vec<i32> {
+    let r = ProcReader::new();
+    r.children(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&c| r.cmdline(c).map(|a| a.join(" ").contains(needle)).unwrap_or(false))
+        .collect()
+}
+
+pub fn kill(pid: i32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
+}
+
+/// Kills what is left of a test's job: the current tree under its root (read now, so no pid that
+/// exited and may have been reused is signalled), leaves first.
+pub fn kill_tree(root: i32) {
+    for p in tree(root).into_iter().rev() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// A shell job that advances a counter file for about half a second, then makes no progress:
+/// tact calibrates on the first part and then suspends it with doubling suspensions.
+pub fn stalling_job(dir: &Path) -> (PathBuf, Vec<String>) {
+    let counter = dir.join("count");
+    std::fs::write(&counter, "0\n").unwrap();
+    let script = format!(
+        "i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo $i > {c}.tmp; mv {c}.tmp {c}; sleep 0.015; done; sleep 120",
+        c = counter.display()
+    );
+    (counter, vec!["sh".into(), "-c".into(), script])
+}
+
+/// Starts `tact run` on the stalling job with fast testpoints, isolated state directories and a
+/// JSON log; returns the child and the log's path.
+pub fn start_stalling(dir: &Path, runtime: &Path) -> (Child, PathBuf) {
+    let (counter, cmd) = stalling_job(dir);
+    let log = dir.join("trace.jsonl");
+    let child = tact()
+        .env("TACT_RUNTIME_DIR", runtime)
+        .args(["run", "--testpoint", "100ms", "--bootstrap", "5", "--probation", "0", "--max-suspend", "60s"])
+        .arg("--progress")
+        .arg(format!("file:{}", counter.display()))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--json-log")
+        .arg(&log)
+        .arg("--")
+        .args(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, log)
+}
+
+/// Longest suspension (seconds) decided so far according to a JSON log.
+pub fn longest_suspension(log: &Path) -> f64 {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["suspend"].as_f64())
+        .fold(0.0, f64::max)
+}
