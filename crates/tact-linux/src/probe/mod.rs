@@ -2,3 +2,4 @@
 
 pub mod proc;
 pub mod progress;
+pub mod psi;

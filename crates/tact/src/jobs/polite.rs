@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use tact_core::polite::{Decision, Obs, PollInterval, PollPolicy, PoliteConfig, Regulator, SampleKind};
+use tact_core::polite::{Decision, Obs, Phase, PollInterval, PollPolicy, PoliteConfig, Regulator, SampleKind};
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::state::StateDir;
-use tact_linux::{Guard, JobTree, ProcReader, ProgressMeter, ProgressSource};
+use tact_linux::{Guard, JobTree, ProcReader, ProgressMeter, ProgressSource, PsiReader};
 
 use super::events::{Event, Events, Received};
 use crate::cli::PoliteArgs;
@@ -18,6 +18,9 @@ use crate::trace::JsonLog;
 
 /// How often calibrated targets are saved while a job runs (and again at exit).
 const SAVE_EVERY: Duration = Duration::from_secs(300);
+/// A bootstrap during which every resource's PSI `some avg10` stayed below this percentage ran on
+/// a quiet machine, so its target needs no probation (spec 2.8).
+const QUIET_PSI_PERCENT: f64 = 5.0;
 /// Extra time the guard grants beyond the longest suspension before it presumes tact hung.
 const LEASE_SLACK: Duration = Duration::from_secs(5);
 
@@ -119,6 +122,7 @@ pub struct PoliteJob {
     state: StateDir,
     guard: Option<Guard>,
     poll: PollInterval,
+    psi: PsiReader,
     start: Instant,
     summary: Summary,
 }
@@ -155,6 +159,7 @@ impl PoliteJob {
             state: crash_records,
             guard: None,
             poll: PollInterval::new(PollPolicy::default()),
+            psi: PsiReader::new(),
             start,
             summary: Summary::default(),
         })
@@ -201,7 +206,12 @@ impl PoliteJob {
             last_poll = now;
             self.poll.record(dp.iter().any(|&p| p > 0.0));
             let t = now - self.start;
-            let step = self.reg.step(t, Obs { index: 0, dp: &dp, active, quiet: None })?;
+            // Only the bootstrap asks whether the machine is quiet.
+            let quiet = match self.reg.phase() {
+                Phase::Bootstrap { .. } => self.psi.quiet(QUIET_PSI_PERCENT),
+                _ => None,
+            };
+            let step = self.reg.step(t, Obs { index: 0, dp: &dp, active, quiet })?;
             self.report(t, &step, &dp)?;
             if let Some(guard) = &mut self.guard {
                 guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
