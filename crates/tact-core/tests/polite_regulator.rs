@@ -9,7 +9,11 @@ use tact_core::stats::Verdict;
 const P: Duration = Duration::from_millis(200);
 
 fn cfg() -> PoliteConfig {
-    PoliteConfig { bootstrap: 10, probation: Some(Duration::ZERO), ..PoliteConfig::with_period(P) }
+    PoliteConfig {
+        bootstrap: 10,
+        probation: Some(Duration::ZERO),
+        ..PoliteConfig::with_period(P)
+    }
 }
 
 /// Drives a regulator with one testpoint per period at a given progress rate, honouring suspensions.
@@ -20,14 +24,28 @@ struct Driver {
 
 impl Driver {
     fn new(cfg: PoliteConfig) -> Self {
-        Driver { reg: Regulator::new(cfg, Duration::ZERO, None).unwrap(), now: Duration::ZERO }
+        Driver {
+            reg: Regulator::new(cfg, Duration::ZERO, None).unwrap(),
+            now: Duration::ZERO,
+        }
     }
 
     /// Run one period at `rate` units/s; returns the decision, after sitting out any suspension.
     fn period(&mut self, rate: f64) -> Decision {
         self.now += P;
         let dp = [rate * P.as_secs_f64()];
-        let step = self.reg.step(self.now, Obs { index: 0, dp: &dp, active: P, quiet: Some(true) }).unwrap();
+        let step = self
+            .reg
+            .step(
+                self.now,
+                Obs {
+                    index: 0,
+                    dp: &dp,
+                    active: P,
+                    quiet: Some(true),
+                },
+            )
+            .unwrap();
         if let Decision::Suspend(s) = step.decision {
             self.now += s;
         }
@@ -46,9 +64,32 @@ impl Driver {
 fn calls_sooner_than_the_period_only_accumulate() {
     let mut reg = Regulator::new(cfg(), Duration::ZERO, None).unwrap();
     let ms = Duration::from_millis;
-    let s = reg.step(ms(50), Obs { index: 0, dp: &[5.0], active: ms(50), quiet: None }).unwrap();
-    assert_eq!((s.kind, s.decision), (SampleKind::Accumulated, Decision::Run));
-    let s = reg.step(ms(200), Obs { index: 0, dp: &[15.0], active: ms(150), quiet: None }).unwrap();
+    let s = reg
+        .step(
+            ms(50),
+            Obs {
+                index: 0,
+                dp: &[5.0],
+                active: ms(50),
+                quiet: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (s.kind, s.decision),
+        (SampleKind::Accumulated, Decision::Run)
+    );
+    let s = reg
+        .step(
+            ms(200),
+            Obs {
+                index: 0,
+                dp: &[15.0],
+                active: ms(150),
+                quiet: None,
+            },
+        )
+        .unwrap();
     assert_eq!(s.kind, SampleKind::Bootstrap);
     let e = s.eval.unwrap();
     assert_eq!(e.dp[&0], vec![20.0]);
@@ -69,7 +110,10 @@ fn bootstrap_seeds_the_target_with_a_plain_mean() {
 #[test]
 fn contention_suspends_after_m_testpoints_with_doubling_up_to_the_cap() {
     let cap = Duration::from_millis(1600);
-    let mut d = Driver::new(PoliteConfig { max_suspension: cap, ..cfg() });
+    let mut d = Driver::new(PoliteConfig {
+        max_suspension: cap,
+        ..cfg()
+    });
     d.bootstrap(100.0);
     let mut suspensions = vec![];
     for _ in 0..40 {
@@ -79,7 +123,19 @@ fn contention_suspends_after_m_testpoints_with_doubling_up_to_the_cap() {
     }
     // m = 5 poor samples per verdict: 40 periods give 8 verdicts.
     let ms = Duration::from_millis;
-    assert_eq!(suspensions, vec![ms(200), ms(400), ms(800), ms(1600), ms(1600), ms(1600), ms(1600), ms(1600)]);
+    assert_eq!(
+        suspensions,
+        vec![
+            ms(200),
+            ms(400),
+            ms(800),
+            ms(1600),
+            ms(1600),
+            ms(1600),
+            ms(1600),
+            ms(1600)
+        ]
+    );
 }
 
 #[test]
@@ -92,7 +148,14 @@ fn a_good_verdict_resumes_and_resets_the_suspension() {
     assert_eq!(d.reg.next_suspension(), Duration::from_millis(800));
     // Uncontended again: three good samples give a good verdict (c <= 0 at n = 3).
     let decisions: Vec<_> = (0..3).map(|_| d.period(150.0)).collect();
-    assert_eq!(decisions, vec![Decision::Indeterminate, Decision::Indeterminate, Decision::Run]);
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::Indeterminate,
+            Decision::Indeterminate,
+            Decision::Run
+        ]
+    );
     assert_eq!(d.reg.next_suspension(), P);
 }
 
@@ -118,12 +181,31 @@ fn running_through_a_suspension_is_ignored_not_calibrated() {
     let mut now = Duration::ZERO;
     for _ in 0..10 {
         now += P;
-        reg.step(now, Obs { index: 0, dp: &[20.0], active: P, quiet: None }).unwrap();
+        reg.step(
+            now,
+            Obs {
+                index: 0,
+                dp: &[20.0],
+                active: P,
+                quiet: None,
+            },
+        )
+        .unwrap();
     }
     let mut suspended_at = None;
     for _ in 0..5 {
         now += P;
-        let s = reg.step(now, Obs { index: 0, dp: &[1.0], active: P, quiet: None }).unwrap();
+        let s = reg
+            .step(
+                now,
+                Obs {
+                    index: 0,
+                    dp: &[1.0],
+                    active: P,
+                    quiet: None,
+                },
+            )
+            .unwrap();
         if let Decision::Suspend(len) = s.decision {
             suspended_at = Some((now, len));
         }
@@ -131,10 +213,23 @@ fn running_through_a_suspension_is_ignored_not_calibrated() {
     let (at, len) = suspended_at.expect("poor verdict");
     // The job ignores the suspension and reports again halfway through it, at a blazing rate.
     let half = at + len / 2;
-    let s = reg.step(half, Obs { index: 0, dp: &[1e6], active: len / 2, quiet: None }).unwrap();
+    let s = reg
+        .step(
+            half,
+            Obs {
+                index: 0,
+                dp: &[1e6],
+                active: len / 2,
+                quiet: None,
+            },
+        )
+        .unwrap();
     assert_eq!(s.kind, SampleKind::Ignored);
     assert_eq!(s.decision, Decision::Suspend(at + len - half));
-    assert!((reg.targets().get(0).unwrap().rates()[0] - 100.0).abs() < 1.0, "the blazing sample must not calibrate");
+    assert!(
+        (reg.targets().get(0).unwrap().rates()[0] - 100.0).abs() < 1.0,
+        "the blazing sample must not calibrate"
+    );
 }
 
 #[test]
@@ -142,22 +237,51 @@ fn hung_gaps_are_discarded() {
     let mut d = Driver::new(cfg());
     d.bootstrap(100.0);
     d.now += Duration::from_secs(30);
-    let s = d.reg.step(d.now, Obs { index: 0, dp: &[1.0], active: Duration::from_secs(30), quiet: None }).unwrap();
+    let s = d
+        .reg
+        .step(
+            d.now,
+            Obs {
+                index: 0,
+                dp: &[1.0],
+                active: Duration::from_secs(30),
+                quiet: None,
+            },
+        )
+        .unwrap();
     assert_eq!((s.kind, s.decision), (SampleKind::Discarded, Decision::Run));
-    let s = d.reg.step(d.now + P, Obs { index: 0, dp: &[1.0], active: Duration::ZERO, quiet: None }).unwrap();
+    let s = d
+        .reg
+        .step(
+            d.now + P,
+            Obs {
+                index: 0,
+                dp: &[1.0],
+                active: Duration::ZERO,
+                quiet: None,
+            },
+        )
+        .unwrap();
     assert_eq!(s.kind, SampleKind::Discarded);
 }
 
 #[test]
 fn probation_caps_the_duty_cycle() {
-    let c = PoliteConfig { probation: Some(Duration::from_secs(60)), duty_cap: 0.25, ..cfg() };
+    let c = PoliteConfig {
+        probation: Some(Duration::from_secs(60)),
+        duty_cap: 0.25,
+        ..cfg()
+    };
     let mut d = Driver::new(c);
     for _ in 0..10 {
         d.period(100.0);
     }
     assert!(matches!(d.reg.phase(), Phase::Probation { .. }));
     // On target, yet each testpoint of 200 ms is followed by a rest of 600 ms.
-    assert_eq!(d.period(100.0), Decision::Suspend(Duration::from_millis(600)));
+    assert_eq!(
+        d.period(100.0),
+        Decision::Suspend(Duration::from_millis(600))
+    );
     while matches!(d.reg.phase(), Phase::Probation { .. }) {
         d.period(100.0);
     }
@@ -167,13 +291,30 @@ fn probation_caps_the_duty_cycle() {
 
 #[test]
 fn probation_defaults_on_unless_the_bootstrap_was_quiet() {
-    let auto = PoliteConfig { probation: None, ..cfg() };
+    let auto = PoliteConfig {
+        probation: None,
+        ..cfg()
+    };
     let mut reg = Regulator::new(auto.clone(), Duration::ZERO, None).unwrap();
     for i in 1..=10u32 {
         let quiet = Some(i != 4); // one busy interval during the bootstrap
-        reg.step(P * i, Obs { index: 0, dp: &[1.0], active: P, quiet }).unwrap();
+        reg.step(
+            P * i,
+            Obs {
+                index: 0,
+                dp: &[1.0],
+                active: P,
+                quiet,
+            },
+        )
+        .unwrap();
     }
-    assert_eq!(reg.phase(), Phase::Probation { until: P * 10 + auto.auto_probation });
+    assert_eq!(
+        reg.phase(),
+        Phase::Probation {
+            until: P * 10 + auto.auto_probation
+        }
+    );
     let mut quiet = Driver::new(auto);
     quiet.bootstrap(100.0);
 }
@@ -182,8 +323,17 @@ fn probation_defaults_on_unless_the_bootstrap_was_quiet() {
 fn saved_targets_skip_bootstrap_and_probation() {
     let mut d = Driver::new(cfg());
     d.bootstrap(100.0);
-    let saved: TargetSet = serde_json::from_str(&serde_json::to_string(d.reg.targets()).unwrap()).unwrap();
-    let reg = Regulator::new(PoliteConfig { probation: None, ..cfg() }, Duration::ZERO, Some(saved)).unwrap();
+    let saved: TargetSet =
+        serde_json::from_str(&serde_json::to_string(d.reg.targets()).unwrap()).unwrap();
+    let reg = Regulator::new(
+        PoliteConfig {
+            probation: None,
+            ..cfg()
+        },
+        Duration::ZERO,
+        Some(saved),
+    )
+    .unwrap();
     assert_eq!(reg.phase(), Phase::Regulated);
 }
 
@@ -194,7 +344,16 @@ fn phased_metrics_are_judged_against_their_own_targets() {
     // Phase 0 runs at 1000 units/s, phase 1 at 10 units/s; alternate each testpoint.
     let mut tp = |reg: &mut Regulator, index: u32, rate: f64| {
         now += P;
-        reg.step(now, Obs { index, dp: &[rate * 0.2], active: P, quiet: Some(true) }).unwrap()
+        reg.step(
+            now,
+            Obs {
+                index,
+                dp: &[rate * 0.2],
+                active: P,
+                quiet: Some(true),
+            },
+        )
+        .unwrap()
     };
     for i in 0..20 {
         tp(&mut reg, i % 2, if i % 2 == 0 { 1000.0 } else { 10.0 });
@@ -213,21 +372,41 @@ fn phased_metrics_are_judged_against_their_own_targets() {
 #[test]
 fn concurrent_metrics_compare_the_summed_target_duration() {
     // The paper's example (§4.4): 750 kB/s scanned and 120 entries/s indexed, testpoints ~120 ms.
-    let c = PoliteConfig { period: Duration::from_millis(50), ..cfg() };
+    let c = PoliteConfig {
+        period: Duration::from_millis(50),
+        ..cfg()
+    };
     let mut reg = Regulator::new(c, Duration::ZERO, None).unwrap();
     let mut now = Duration::ZERO;
     let mut tp = |reg: &mut Regulator, bytes: f64, entries: f64, slow: f64| {
         let d = (bytes / 750_000.0 + entries / 120.0) * slow;
         now += Duration::from_secs_f64(d);
-        reg.step(now, Obs { index: 0, dp: &[bytes, entries], active: Duration::from_secs_f64(d), quiet: None })
-            .unwrap()
+        reg.step(
+            now,
+            Obs {
+                index: 0,
+                dp: &[bytes, entries],
+                active: Duration::from_secs_f64(d),
+                quiet: None,
+            },
+        )
+        .unwrap()
     };
     for i in 0..10 {
-        tp(&mut reg, 60_000.0 + 20_000.0 * (i % 3) as f64, 5.0 + (i % 4) as f64, 1.0);
+        tp(
+            &mut reg,
+            60_000.0 + 20_000.0 * (i % 3) as f64,
+            5.0 + (i % 4) as f64,
+            1.0,
+        );
     }
     // Measured 120 ms against a target of 80 + 42 = 122 ms: good.
     let e = tp(&mut reg, 60_000.0, 5.0, 0.120 / 0.1217).eval.unwrap();
-    assert!((e.dstar.unwrap() - 0.1217).abs() < 1e-3, "D* = {:?}", e.dstar);
+    assert!(
+        (e.dstar.unwrap() - 0.1217).abs() < 1e-3,
+        "D* = {:?}",
+        e.dstar
+    );
     assert_eq!(e.poor, Some(false));
     let e = tp(&mut reg, 60_000.0, 5.0, 1.5).eval.unwrap();
     assert_eq!(e.poor, Some(true));
@@ -236,7 +415,12 @@ fn concurrent_metrics_compare_the_summed_target_duration() {
 #[test]
 fn bad_progress_reports_are_refused_with_a_named_field() {
     let mut reg = Regulator::new(cfg(), Duration::ZERO, None).unwrap();
-    let obs = |dp: &'static [f64]| Obs { index: 3, dp, active: P, quiet: None };
+    let obs = |dp: &'static [f64]| Obs {
+        index: 3,
+        dp,
+        active: P,
+        quiet: None,
+    };
     for bad in [&[f64::NAN][..], &[-1.0], &[f64::INFINITY]] {
         let e = reg.step(P, obs(bad)).unwrap_err().to_string();
         assert!(e.contains("metric 0 of index 3"), "{e}");
@@ -252,9 +436,23 @@ fn verdicts_are_reported_for_tracing() {
     let mut d = Driver::new(cfg());
     d.bootstrap(100.0);
     d.now += P;
-    let s = d.reg.step(d.now, Obs { index: 0, dp: &[20.0], active: P, quiet: None }).unwrap();
+    let s = d
+        .reg
+        .step(
+            d.now,
+            Obs {
+                index: 0,
+                dp: &[20.0],
+                active: P,
+                quiet: None,
+            },
+        )
+        .unwrap();
     let e = s.eval.unwrap();
-    assert_eq!((e.verdict, e.n, e.c, e.poor), (Some(Verdict::Indeterminate), 1, 0, Some(false)));
+    assert_eq!(
+        (e.verdict, e.n, e.c, e.poor),
+        (Some(Verdict::Indeterminate), 1, 0, Some(false))
+    );
 }
 
 proptest! {

@@ -73,7 +73,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub polite: PoliteArgs,
     /// The command to run, after `--`.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<String>,
 }
 
@@ -169,16 +174,23 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(positive_duration("200ms"), Ok(Duration::from_millis(200)));
-        assert!(positive_duration("0s").unwrap_err().contains("greater than zero"));
-        assert!(positive_duration("-1s").unwrap_err().contains("not a duration"));
+        assert!(positive_duration("0s")
+            .unwrap_err()
+            .contains("greater than zero"));
+        assert!(positive_duration("-1s")
+            .unwrap_err()
+            .contains("not a duration"));
         assert!(positive_duration("fast").is_err());
         assert_eq!(duration("0"), Ok(Duration::ZERO));
     }
 
     #[test]
     fn run_takes_the_command_after_the_dashes() {
-        let cli = Cli::try_parse_from(["tact", "run", "--progress", "cpu", "--", "ls", "-l"]).unwrap();
-        let Command::Run(r) = cli.command else { panic!() };
+        let cli =
+            Cli::try_parse_from(["tact", "run", "--progress", "cpu", "--", "ls", "-l"]).unwrap();
+        let Command::Run(r) = cli.command else {
+            panic!()
+        };
         assert_eq!(r.command, vec!["ls", "-l"]);
         assert_eq!(r.polite.progress, vec!["cpu"]);
         assert_eq!(r.polite.testpoint, Duration::from_millis(200));

@@ -29,7 +29,9 @@ fn main() -> ExitCode {
                 Command::Run(args) => jobs::run::run(args, cli.verbose),
                 Command::Attach(args) => jobs::attach::attach(args, cli.verbose),
                 Command::Demo(args) => demo::run(args).map(|()| 0),
-                Command::Guard | Command::Work(_) | Command::Recover => unreachable!("handled above"),
+                Command::Guard | Command::Work(_) | Command::Recover => {
+                    unreachable!("handled above")
+                }
             }
         }
     };
@@ -48,7 +50,10 @@ fn recover(report: bool) -> anyhow::Result<()> {
     let dir = paths::runtime_dir()?;
     let r = tact_linux::state::recover(&dir)?;
     for id in &r.resumed {
-        eprintln!("tact: resumed process {} that a crashed tact left stopped", id.pid);
+        eprintln!(
+            "tact: resumed process {} that a crashed tact left stopped",
+            id.pid
+        );
     }
     for (path, why) in &r.unreadable {
         eprintln!("tact: cannot read crash record {}: {why}", path.display());

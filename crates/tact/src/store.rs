@@ -32,7 +32,9 @@ impl TargetStore {
         let key = match name {
             Some(n) => sanitize(n),
             None => {
-                let base = Path::new(program).file_name().map(|f| f.to_string_lossy().into_owned());
+                let base = Path::new(program)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned());
                 let hash = fnv1a(format!("{program}\0{}", progress.join("\0")).as_bytes());
                 format!("{}-{hash:016x}", sanitize(&base.unwrap_or_default()))
             }
@@ -53,13 +55,21 @@ impl TargetStore {
     pub fn load(&self) -> Option<TargetSet> {
         let text = fs::read_to_string(&self.path).ok()?;
         match serde_json::from_str::<Saved>(&text) {
-            Ok(s) if s.targets.version == TARGETS_VERSION && s.progress == self.progress => Some(s.targets),
+            Ok(s) if s.targets.version == TARGETS_VERSION && s.progress == self.progress => {
+                Some(s.targets)
+            }
             Ok(_) => {
-                tracing::warn!("{}: saved for another version or metric set; calibrating afresh", self.path.display());
+                tracing::warn!(
+                    "{}: saved for another version or metric set; calibrating afresh",
+                    self.path.display()
+                );
                 None
             }
             Err(e) => {
-                tracing::warn!("{}: unreadable ({e}); calibrating afresh", self.path.display());
+                tracing::warn!(
+                    "{}: unreadable ({e}); calibrating afresh",
+                    self.path.display()
+                );
                 None
             }
         }
@@ -72,11 +82,21 @@ impl TargetStore {
         }
         let dir = self.path.parent().expect("path has a parent");
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let saved = Saved { program: self.program.clone(), progress: self.progress.clone(), targets: targets.clone() };
-        let tmp = self.path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let saved = Saved {
+            program: self.program.clone(),
+            progress: self.progress.clone(),
+            targets: targets.clone(),
+        };
+        let tmp = self
+            .path
+            .with_extension(format!("json.{}.tmp", std::process::id()));
         let write = || -> std::io::Result<()> {
             let mut f = fs::File::create(&tmp)?;
-            f.write_all(serde_json::to_string_pretty(&saved).expect("serializable").as_bytes())?;
+            f.write_all(
+                serde_json::to_string_pretty(&saved)
+                    .expect("serializable")
+                    .as_bytes(),
+            )?;
             f.sync_all()?;
             fs::rename(&tmp, &self.path)
         };
@@ -85,8 +105,16 @@ impl TargetStore {
 }
 
 fn sanitize(s: &str) -> String {
-    let out: String =
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     if out.is_empty() || out.starts_with('.') {
         format!("_{out}")
     } else {
@@ -96,7 +124,9 @@ fn sanitize(s: &str) -> String {
 
 /// FNV-1a: a stable hash for file names (std's hasher may change between releases).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -106,11 +136,23 @@ mod tests {
     use tact_core::polite::{Obs, PoliteConfig, Regulator};
 
     fn calibrated() -> TargetSet {
-        let cfg = PoliteConfig { bootstrap: 3, ..PoliteConfig::default() };
+        let cfg = PoliteConfig {
+            bootstrap: 3,
+            ..PoliteConfig::default()
+        };
         let mut reg = Regulator::new(cfg, Duration::ZERO, None).unwrap();
         for i in 1..=3 {
             let p = Duration::from_millis(200);
-            reg.step(p * i, Obs { index: 0, dp: &[10.0], active: p, quiet: None }).unwrap();
+            reg.step(
+                p * i,
+                Obs {
+                    index: 0,
+                    dp: &[10.0],
+                    active: p,
+                    quiet: None,
+                },
+            )
+            .unwrap();
         }
         reg.targets().clone()
     }
@@ -120,7 +162,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let io = vec!["io".to_string()];
         let store = TargetStore::new(dir.path(), None, "/usr/bin/tar", &io);
-        assert!(store.path().file_name().unwrap().to_str().unwrap().starts_with("tar-"));
+        assert!(store
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("tar-"));
         assert_eq!(store.load(), None);
         store.save(&calibrated()).unwrap();
         assert_eq!(store.load(), Some(calibrated()));

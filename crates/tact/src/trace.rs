@@ -40,8 +40,11 @@ struct Line<'a> {
 
 impl JsonLog {
     pub fn create(path: &Path) -> Result<Self> {
-        let f = File::create(path).with_context(|| format!("cannot create --json-log file {}", path.display()))?;
-        Ok(JsonLog { out: BufWriter::new(f) })
+        let f = File::create(path)
+            .with_context(|| format!("cannot create --json-log file {}", path.display()))?;
+        Ok(JsonLog {
+            out: BufWriter::new(f),
+        })
     }
 
     pub fn write(
@@ -61,7 +64,9 @@ impl JsonLog {
             kind: step.kind,
             dp,
             d,
-            rate: d.filter(|&d| d > 0.0).map(|d| dp.iter().map(|p| p / d).collect()),
+            rate: d
+                .filter(|&d| d > 0.0)
+                .map(|d| dp.iter().map(|p| p / d).collect()),
             target,
             dstar: eval.and_then(|e| e.dstar),
             poor: eval.and_then(|e| e.poor),

@@ -20,7 +20,11 @@ fn job_of(tact_pid: i32) -> Option<i32> {
     r.children(tact_pid)
         .unwrap_or_default()
         .into_iter()
-        .find(|&c| r.cmdline(c).map(|a| a.first().is_some_and(|a| a == "sh")).unwrap_or(false))
+        .find(|&c| {
+            r.cmdline(c)
+                .map(|a| a.first().is_some_and(|a| a == "sh"))
+                .unwrap_or(false)
+        })
 }
 
 #[test]
@@ -29,13 +33,19 @@ fn sigkill_of_tact_while_the_job_is_suspended_resumes_it_within_a_second() {
     let runtime = tempfile::tempdir().unwrap();
     let (mut t, log) = start_stalling(dir.path(), runtime.path());
     let pid = t.id() as i32;
-    wait_for(Duration::from_secs(20), "the job to start", || job_of(pid).is_some());
+    wait_for(Duration::from_secs(20), "the job to start", || {
+        job_of(pid).is_some()
+    });
     let job = job_of(pid).unwrap();
     wait_for_long_stop(&log, job, 0.8);
     kill(pid, Signal::SIGKILL);
     t.wait().unwrap();
     // The guard notices its socket close at once; allow for a loaded machine.
-    let took = wait_for(Duration::from_secs(5), "the guard to resume the job", || !any_stopped(&tree(job)));
+    let took = wait_for(
+        Duration::from_secs(5),
+        "the guard to resume the job",
+        || !any_stopped(&tree(job)),
+    );
     eprintln!("resumed {took:?} after SIGKILL of tact");
     assert!(took < Duration::from_secs(5));
     kill_tree(job);
@@ -47,7 +57,9 @@ fn when_tact_and_its_guard_both_die_the_next_tact_resumes_the_job() {
     let runtime = tempfile::tempdir().unwrap();
     let (mut t, log) = start_stalling(dir.path(), runtime.path());
     let pid = t.id() as i32;
-    wait_for(Duration::from_secs(20), "the job to start", || job_of(pid).is_some());
+    wait_for(Duration::from_secs(20), "the job to start", || {
+        job_of(pid).is_some()
+    });
     let job = job_of(pid).unwrap();
     wait_for_long_stop(&log, job, 0.8);
     let guard = children_matching(pid, "__guard");
@@ -57,9 +69,16 @@ fn when_tact_and_its_guard_both_die_the_next_tact_resumes_the_job() {
     t.wait().unwrap();
     // Nobody is left to resume it: it stays stopped...
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(any_stopped(&tree(job)), "the job should still be stopped before recovery");
+    assert!(
+        any_stopped(&tree(job)),
+        "the job should still be stopped before recovery"
+    );
     // ...until any tact command starts (here `tact recover`), which reads the crash record.
-    let out = tact().env("TACT_RUNTIME_DIR", runtime.path()).arg("recover").output().unwrap();
+    let out = tact()
+        .env("TACT_RUNTIME_DIR", runtime.path())
+        .arg("recover")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("resumed process"));
     assert!(!any_stopped(&tree(job)), "recover left the job stopped");

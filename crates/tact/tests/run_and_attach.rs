@@ -10,8 +10,15 @@ use nix::sys::signal::Signal;
 
 fn output(args: &[&str]) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
-    let out = tact().env("TACT_RUNTIME_DIR", dir.path()).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -19,7 +26,11 @@ fn run_exits_with_the_commands_status() {
     assert_eq!(output(&["run", "--", "sh", "-c", "exit 7"]).0, 7);
     assert_eq!(output(&["run", "--progress", "cpu", "--", "true"]).0, 0);
     let (code, err) = output(&["run", "--", "sh", "-c", "kill -TERM $$"]);
-    assert_eq!(code, 128 + 15, "killed by a signal reads as 128+n, as in a shell: {err}");
+    assert_eq!(
+        code,
+        128 + 15,
+        "killed by a signal reads as 128+n, as in a shell: {err}"
+    );
 }
 
 #[test]
@@ -33,16 +44,28 @@ fn run_without_progress_says_which_it_chose() {
 fn a_missing_command_exits_127_like_a_shell() {
     let (code, err) = output(&["run", "--", "no-such-command-tact-test"]);
     assert_eq!(code, 127);
-    assert!(err.contains("no-such-command-tact-test: command not found"), "{err}");
+    assert!(
+        err.contains("no-such-command-tact-test: command not found"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_input_gets_a_one_line_error_naming_the_choices() {
     let (code, err) = output(&["run", "--progress", "disk", "--", "true"]);
     assert_eq!(code, 125);
-    assert!(err.contains("`disk`") && err.contains("io, io-read, io-write, io-storage, cpu, file:PATH"), "{err}");
+    assert!(
+        err.contains("`disk`") && err.contains("io, io-read, io-write, io-storage, cpu, file:PATH"),
+        "{err}"
+    );
 
-    let (code, err) = output(&["run", "--progress", "file:/nonexistent/counter", "--", "true"]);
+    let (code, err) = output(&[
+        "run",
+        "--progress",
+        "file:/nonexistent/counter",
+        "--",
+        "true",
+    ]);
     assert_eq!(code, 125);
     assert!(err.contains("/nonexistent/counter"), "{err}");
 
@@ -58,7 +81,10 @@ fn bad_input_gets_a_one_line_error_naming_the_choices() {
 
     let (code, err) = output(&["attach", "999999999"]);
     assert_eq!(code, 125);
-    assert!(err.contains("999999999") && err.contains("does not exist"), "{err}");
+    assert!(
+        err.contains("999999999") && err.contains("does not exist"),
+        "{err}"
+    );
     let (_, err) = output(&["attach", "1"]);
     assert!(err.contains("PID 1"), "{err}");
 }
@@ -73,25 +99,41 @@ fn sigterm_to_tact_is_passed_on_and_the_status_returned() {
         .spawn()
         .unwrap();
     let pid = t.id() as i32;
-    wait_for(Duration::from_secs(10), "sleep to start", || !children_matching(pid, "sleep 100").is_empty());
+    wait_for(Duration::from_secs(10), "sleep to start", || {
+        !children_matching(pid, "sleep 100").is_empty()
+    });
     let sleeper = children_matching(pid, "sleep 100")[0];
     kill(pid, Signal::SIGTERM);
     let status = t.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15));
     // tact reaped it: the pid no longer names a process (no other could have taken it while
     // its parent had not reaped it, and we look right after).
-    assert!(tact_linux::ProcReader::new().stat(sleeper).is_err(), "sleep still exists");
+    assert!(
+        tact_linux::ProcReader::new().stat(sleeper).is_err(),
+        "sleep still exists"
+    );
 }
 
 #[test]
 fn attach_regulates_until_interrupted_and_leaves_the_process_running() {
     let dir = tempfile::tempdir().unwrap();
     let (counter, cmd) = stalling_job(dir.path());
-    let mut job = std::process::Command::new(&cmd[0]).args(&cmd[1..]).spawn().unwrap();
+    let mut job = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .spawn()
+        .unwrap();
     let jpid = job.id() as i32;
     let mut t = tact()
         .env("TACT_RUNTIME_DIR", dir.path())
-        .args(["attach", "--testpoint", "100ms", "--bootstrap", "5", "--probation", "0"])
+        .args([
+            "attach",
+            "--testpoint",
+            "100ms",
+            "--bootstrap",
+            "5",
+            "--probation",
+            "0",
+        ])
         .arg("--progress")
         .arg(format!("file:{}", counter.display()))
         .arg("--state-dir")
@@ -101,7 +143,11 @@ fn attach_regulates_until_interrupted_and_leaves_the_process_running() {
         .spawn()
         .unwrap();
     // Once the job stalls, tact suspends it.
-    wait_for(Duration::from_secs(30), "the attached job to be suspended", || any_stopped(&tree(jpid)));
+    wait_for(
+        Duration::from_secs(30),
+        "the attached job to be suspended",
+        || any_stopped(&tree(jpid)),
+    );
     kill(t.id() as i32, Signal::SIGINT);
     assert_eq!(t.wait().unwrap().code(), Some(130));
     assert!(!any_stopped(&tree(jpid)), "tact left the job stopped");
@@ -112,7 +158,10 @@ fn attach_regulates_until_interrupted_and_leaves_the_process_running() {
 #[test]
 fn attach_ends_when_the_process_exits() {
     let dir = tempfile::tempdir().unwrap();
-    let mut job = std::process::Command::new("sleep").arg("1").spawn().unwrap();
+    let mut job = std::process::Command::new("sleep")
+        .arg("1")
+        .spawn()
+        .unwrap();
     let out = tact()
         .env("TACT_RUNTIME_DIR", dir.path())
         .args(["attach", "--progress", "cpu", "--state-dir"])
@@ -122,7 +171,12 @@ fn attach_ends_when_the_process_exits() {
         .unwrap();
     // tact is not the parent, so it sees the exit through the pidfd; the parent reaps.
     job.wait().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -131,12 +185,27 @@ fn a_calibrated_target_persists_to_the_next_run() {
     let run = |log: &str| {
         let status = tact()
             .env("TACT_RUNTIME_DIR", dir.path())
-            .args(["run", "--progress", "cpu", "--testpoint", "50ms", "--bootstrap", "3", "--name", "busy"])
+            .args([
+                "run",
+                "--progress",
+                "cpu",
+                "--testpoint",
+                "50ms",
+                "--bootstrap",
+                "3",
+                "--name",
+                "busy",
+            ])
             .arg("--state-dir")
             .arg(dir.path())
             .arg("--json-log")
             .arg(dir.path().join(log))
-            .args(["--", "sh", "-c", "i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done"])
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done",
+            ])
             .stderr(Stdio::null())
             .status()
             .unwrap();
@@ -144,10 +213,20 @@ fn a_calibrated_target_persists_to_the_next_run() {
         std::fs::read_to_string(dir.path().join(log)).unwrap()
     };
     let first = run("1.jsonl");
-    assert!(first.lines().next().unwrap().contains("\"phase\":\"bootstrap\""), "{first}");
+    assert!(
+        first
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"phase\":\"bootstrap\""),
+        "{first}"
+    );
     assert!(dir.path().join("polite/busy.json").exists());
     let second = run("2.jsonl");
     let line: serde_json::Value = serde_json::from_str(second.lines().next().unwrap()).unwrap();
-    assert_eq!(line["phase"], "regulated", "the second run starts calibrated: {line}");
+    assert_eq!(
+        line["phase"], "regulated",
+        "the second run starts calibrated: {line}"
+    );
     assert!(line["target"][0].as_f64().unwrap() > 0.0);
 }

@@ -142,19 +142,40 @@ mod tests {
         assert!(c.validate().is_ok());
         assert_eq!(c.period, Duration::from_millis(200));
         assert_eq!(c.hung, Duration::from_secs(10));
-        assert_eq!(PoliteConfig::with_period(Duration::from_millis(500)).hung, Duration::from_secs(25));
+        assert_eq!(
+            PoliteConfig::with_period(Duration::from_millis(500)).hung,
+            Duration::from_secs(25)
+        );
         assert!((c.xi() - 0.9999).abs() < 1e-12);
     }
 
     #[test]
     fn bad_values_are_named() {
-        let c = PoliteConfig { period: Duration::ZERO, ..Default::default() };
-        assert_eq!(c.validate().unwrap_err().to_string(), "testpoint period must be greater than zero");
-        let c = PoliteConfig { max_suspension: Duration::from_millis(10), ..Default::default() };
-        assert!(matches!(c.validate(), Err(ConfigError::SuspensionOrder { .. })));
-        let c = PoliteConfig { duty_cap: 0.0, ..Default::default() };
+        let c = PoliteConfig {
+            period: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "testpoint period must be greater than zero"
+        );
+        let c = PoliteConfig {
+            max_suspension: Duration::from_millis(10),
+            ..Default::default()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::SuspensionOrder { .. })
+        ));
+        let c = PoliteConfig {
+            duty_cap: 0.0,
+            ..Default::default()
+        };
         assert!(matches!(c.validate(), Err(ConfigError::DutyCap(v)) if v == 0.0));
-        let c = PoliteConfig { alpha: 0.5, ..Default::default() };
+        let c = PoliteConfig {
+            alpha: 0.5,
+            ..Default::default()
+        };
         assert!(c.validate().unwrap_err().to_string().contains("alpha"));
     }
 }

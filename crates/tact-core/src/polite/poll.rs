@@ -45,7 +45,11 @@ impl PollInterval {
     /// Starts at `policy.start`, clamped to [floor, ceiling].
     pub fn new(policy: PollPolicy) -> Self {
         let current = policy.start.clamp(policy.floor, policy.ceiling);
-        PollInterval { policy, current, unchanged: VecDeque::new() }
+        PollInterval {
+            policy,
+            current,
+            unchanged: VecDeque::new(),
+        }
     }
 
     pub fn current(&self) -> Duration {
@@ -60,7 +64,8 @@ impl PollInterval {
         if self.unchanged.len() < self.policy.window {
             return self.current;
         }
-        let idle = self.unchanged.iter().filter(|&&u| u).count() as f64 / self.unchanged.len() as f64;
+        let idle =
+            self.unchanged.iter().filter(|&&u| u).count() as f64 / self.unchanged.len() as f64;
         let next = if idle > self.policy.grow_above {
             self.current * 2
         } else if idle < self.policy.shrink_below {
@@ -97,7 +102,10 @@ mod tests {
 
     #[test]
     fn shrinks_while_every_poll_sees_change_down_to_the_floor() {
-        let mut p = PollInterval::new(PollPolicy { start: Duration::from_secs(1), ..Default::default() });
+        let mut p = PollInterval::new(PollPolicy {
+            start: Duration::from_secs(1),
+            ..Default::default()
+        });
         let last = (0..500).map(|_| p.record(true)).last().unwrap();
         assert_eq!(last, MS(100));
     }

@@ -48,9 +48,14 @@ impl Decision {
 #[serde(tag = "phase", rename_all = "lowercase")]
 pub enum Phase {
     /// Running unregulated to seed the target; `quiet` stays true while every sample was quiet.
-    Bootstrap { done: u32, quiet: bool },
+    Bootstrap {
+        done: u32,
+        quiet: bool,
+    },
     /// Regulated, and execution capped at the duty cap until `until`.
-    Probation { until: Duration },
+    Probation {
+        until: Duration,
+    },
     Regulated,
 }
 
@@ -98,9 +103,17 @@ pub struct Step {
 #[derive(Debug, Error, PartialEq)]
 pub enum ObsError {
     #[error("metric {metric} of index {index} is {value}: progress must be a finite number >= 0")]
-    BadMetric { index: u32, metric: usize, value: f64 },
+    BadMetric {
+        index: u32,
+        metric: usize,
+        value: f64,
+    },
     #[error("index {index} was given {got} metrics, but earlier {expected}")]
-    MetricCount { index: u32, expected: usize, got: usize },
+    MetricCount {
+        index: u32,
+        expected: usize,
+        got: usize,
+    },
     #[error("index {index} was given no metrics")]
     NoMetrics { index: u32 },
 }
@@ -127,13 +140,20 @@ pub struct Regulator {
 impl Regulator {
     /// A regulator started at `now`. With saved `targets` that finished their warm-up, it skips
     /// the bootstrap and the probation, as the paper's library did with persisted targets.
-    pub fn new(cfg: PoliteConfig, now: Duration, targets: Option<TargetSet>) -> Result<Self, ConfigError> {
+    pub fn new(
+        cfg: PoliteConfig,
+        now: Duration,
+        targets: Option<TargetSet>,
+    ) -> Result<Self, ConfigError> {
         let test = cfg.validate()?;
         let targets = targets.unwrap_or_default();
         let phase = if targets.is_calibrated(cfg.bootstrap) {
             Phase::Regulated
         } else {
-            Phase::Bootstrap { done: 0, quiet: true }
+            Phase::Bootstrap {
+                done: 0,
+                quiet: true,
+            }
         };
         Ok(Regulator {
             next_suspension: cfg.initial_suspension,
@@ -170,7 +190,10 @@ impl Regulator {
     /// One testpoint of the unit at time `now`.
     pub fn step(&mut self, now: Duration, obs: Obs) -> Result<Step, ObsError> {
         self.check(&obs)?;
-        let acc = self.acc.entry(obs.index).or_insert_with(|| vec![0.0; obs.dp.len()]);
+        let acc = self
+            .acc
+            .entry(obs.index)
+            .or_insert_with(|| vec![0.0; obs.dp.len()]);
         for (a, p) in acc.iter_mut().zip(obs.dp) {
             *a += p;
         }
@@ -183,7 +206,11 @@ impl Regulator {
             // It ran when a compliant unit would have been suspended: never calibrate on that.
             self.take();
             self.last_eval = now;
-            return Ok(step(Decision::Suspend(until - now), SampleKind::Ignored, None));
+            return Ok(step(
+                Decision::Suspend(until - now),
+                SampleKind::Ignored,
+                None,
+            ));
         }
         self.hold_until = None;
         if now.saturating_sub(self.last_eval) < self.cfg.period {
@@ -197,21 +224,32 @@ impl Regulator {
         }
         let d = active.as_secs_f64();
         // Only a sample of one index calibrates; a mixed one is only compared (spec section 4).
-        let single = (samples.len() == 1).then(|| samples.iter().next().expect("one")).map(|(i, dp)| (*i, dp.clone()));
+        let single = (samples.len() == 1)
+            .then(|| samples.iter().next().expect("one"))
+            .map(|(i, dp)| (*i, dp.clone()));
 
         if let Phase::Bootstrap { done, quiet } = self.phase {
             if let Some((i, dp)) = &single {
                 self.calibrate(*i, dp, d);
             }
             self.phase = if done + 1 >= self.cfg.bootstrap {
-                let probation = self.cfg.probation.unwrap_or(if quiet { Duration::ZERO } else { self.cfg.auto_probation });
+                let probation = self.cfg.probation.unwrap_or(if quiet {
+                    Duration::ZERO
+                } else {
+                    self.cfg.auto_probation
+                });
                 if probation.is_zero() {
                     Phase::Regulated
                 } else {
-                    Phase::Probation { until: now + probation }
+                    Phase::Probation {
+                        until: now + probation,
+                    }
                 }
             } else {
-                Phase::Bootstrap { done: done + 1, quiet }
+                Phase::Bootstrap {
+                    done: done + 1,
+                    quiet,
+                }
             };
             let eval = self.evaluation(d, samples, None, None, None);
             return Ok(step(Decision::Run, SampleKind::Bootstrap, Some(eval)));
@@ -270,8 +308,17 @@ impl Regulator {
         if obs.dp.is_empty() {
             return Err(ObsError::NoMetrics { index: obs.index });
         }
-        if let Some((metric, &value)) = obs.dp.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
-            return Err(ObsError::BadMetric { index: obs.index, metric, value });
+        if let Some((metric, &value)) = obs
+            .dp
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
+        {
+            return Err(ObsError::BadMetric {
+                index: obs.index,
+                metric,
+                value,
+            });
         }
         let expected = self
             .targets
@@ -279,15 +326,24 @@ impl Regulator {
             .map(|t| t.metrics())
             .or_else(|| self.acc.get(&obs.index).map(Vec::len));
         match expected {
-            Some(expected) if expected != obs.dp.len() => {
-                Err(ObsError::MetricCount { index: obs.index, expected, got: obs.dp.len() })
-            }
+            Some(expected) if expected != obs.dp.len() => Err(ObsError::MetricCount {
+                index: obs.index,
+                expected,
+                got: obs.dp.len(),
+            }),
             _ => Ok(()),
         }
     }
 
     fn calibrate(&mut self, index: u32, dp: &[f64], d: f64) {
-        self.targets.update(index, dp, d, self.cfg.bootstrap, self.cfg.xi(), self.cfg.ridge);
+        self.targets.update(
+            index,
+            dp,
+            d,
+            self.cfg.bootstrap,
+            self.cfg.xi(),
+            self.cfg.ridge,
+        );
     }
 
     /// Take the accumulated progress (non-empty indices only) and active time.
@@ -318,10 +374,22 @@ impl Regulator {
         poor: Option<bool>,
         verdict: Option<Verdict>,
     ) -> Evaluation {
-        Evaluation { d, dp, dstar, poor, verdict, n: self.n, c: self.c }
+        Evaluation {
+            d,
+            dp,
+            dstar,
+            poor,
+            verdict,
+            n: self.n,
+            c: self.c,
+        }
     }
 }
 
 fn step(decision: Decision, kind: SampleKind, eval: Option<Evaluation>) -> Step {
-    Step { decision, kind, eval }
+    Step {
+        decision,
+        kind,
+        eval,
+    }
 }

@@ -36,9 +36,17 @@ pub enum Target {
 impl Target {
     fn new(k: usize) -> Self {
         if k == 1 {
-            Target::Single { rate: 0.0, updates: 0 }
+            Target::Single {
+                rate: 0.0,
+                updates: 0,
+            }
         } else {
-            Target::Multi { x: vec![0.0; k * k], y: vec![0.0; k], w: vec![0.0; k], updates: 0 }
+            Target::Multi {
+                x: vec![0.0; k * k],
+                y: vec![0.0; k],
+                w: vec![0.0; k],
+                updates: 0,
+            }
         }
     }
 
@@ -79,7 +87,10 @@ impl Target {
     pub fn rates(&self) -> Vec<f64> {
         match self {
             Target::Single { rate, .. } => vec![*rate],
-            Target::Multi { w, .. } => w.iter().map(|&v| if v > 0.0 { 1.0 / v } else { 0.0 }).collect(),
+            Target::Multi { w, .. } => w
+                .iter()
+                .map(|&v| if v > 0.0 { 1.0 / v } else { 0.0 })
+                .collect(),
         }
     }
 
@@ -88,7 +99,11 @@ impl Target {
         let warm = self.updates() < bootstrap as u64;
         match self {
             Target::Single { rate, updates } => {
-                let weight = if warm { 1.0 / (*updates as f64 + 1.0) } else { 1.0 - xi };
+                let weight = if warm {
+                    1.0 / (*updates as f64 + 1.0)
+                } else {
+                    1.0 - xi
+                };
                 *rate += weight * (dp[0] / d - *rate);
                 *updates += 1;
             }
@@ -126,7 +141,10 @@ impl Default for TargetSet {
 
 impl TargetSet {
     pub fn new() -> Self {
-        TargetSet { version: TARGETS_VERSION, targets: BTreeMap::new() }
+        TargetSet {
+            version: TARGETS_VERSION,
+            targets: BTreeMap::new(),
+        }
     }
 
     pub fn get(&self, index: u32) -> Option<&Target> {
@@ -135,10 +153,21 @@ impl TargetSet {
 
     /// Target duration summed over the indices of a sample; None if any index cannot judge yet.
     pub fn duration(&self, samples: &BTreeMap<u32, Vec<f64>>) -> Option<f64> {
-        samples.iter().map(|(i, dp)| self.targets.get(i)?.duration(dp)).sum()
+        samples
+            .iter()
+            .map(|(i, dp)| self.targets.get(i)?.duration(dp))
+            .sum()
     }
 
-    pub(crate) fn update(&mut self, index: u32, dp: &[f64], d: f64, bootstrap: u32, xi: f64, ridge: f64) {
+    pub(crate) fn update(
+        &mut self,
+        index: u32,
+        dp: &[f64],
+        d: f64,
+        bootstrap: u32,
+        xi: f64,
+        ridge: f64,
+    ) {
         self.targets
             .entry(index)
             .or_insert_with(|| Target::new(dp.len()))
@@ -147,7 +176,11 @@ impl TargetSet {
 
     /// Whether every target has finished its plain-mean warm-up (a loaded set needs no bootstrap).
     pub fn is_calibrated(&self, bootstrap: u32) -> bool {
-        !self.targets.is_empty() && self.targets.values().all(|t| t.updates() >= bootstrap as u64)
+        !self.targets.is_empty()
+            && self
+                .targets
+                .values()
+                .all(|t| t.updates() >= bootstrap as u64)
     }
 }
 

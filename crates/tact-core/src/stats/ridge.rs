@@ -10,7 +10,9 @@ use thiserror::Error;
 pub enum RidgeError {
     #[error("normal matrix is {rows} values for {k} unknowns; expected {k}x{k}")]
     Shape { rows: usize, k: usize },
-    #[error("normal matrix is not positive definite after the ridge term (pivot {pivot} = {value})")]
+    #[error(
+        "normal matrix is not positive definite after the ridge term (pivot {pivot} = {value})"
+    )]
     NotPositiveDefinite { pivot: usize, value: f64 },
 }
 
@@ -115,7 +117,12 @@ mod tests {
         let (x, y) = stats(&rows);
         let w = solve_ridge(&x, &y, 1e-11).unwrap();
         for k in 0..2 {
-            assert!((w[k] - w_true[k]).abs() / w_true[k] < 1e-6, "w[{k}] = {} vs {}", w[k], w_true[k]);
+            assert!(
+                (w[k] - w_true[k]).abs() / w_true[k] < 1e-6,
+                "w[{k}] = {} vs {}",
+                w[k],
+                w_true[k]
+            );
         }
     }
 
@@ -141,7 +148,9 @@ mod tests {
 
     #[test]
     fn a_metric_that_never_moved_gets_zero_weight() {
-        let rows: Vec<_> = (1..10).map(|i| (vec![i as f64, 0.0], 0.5 * i as f64)).collect();
+        let rows: Vec<_> = (1..10)
+            .map(|i| (vec![i as f64, 0.0], 0.5 * i as f64))
+            .collect();
         let (x, y) = stats(&rows);
         let w = solve_ridge(&x, &y, 1e-11).unwrap();
         assert!((w[0] - 0.5).abs() < 1e-9);
@@ -150,6 +159,9 @@ mod tests {
 
     #[test]
     fn shape_is_checked() {
-        assert_eq!(solve_ridge(&[1.0; 3], &[1.0; 2], 0.0), Err(RidgeError::Shape { rows: 3, k: 2 }));
+        assert_eq!(
+            solve_ridge(&[1.0; 3], &[1.0; 2], 0.0),
+            Err(RidgeError::Shape { rows: 3, k: 2 })
+        );
     }
 }

@@ -69,7 +69,12 @@ impl SignTest {
             poor_at.push(poor);
             good_up_to.push(good);
         }
-        Ok(SignTest { alpha, beta, poor_at, good_up_to })
+        Ok(SignTest {
+            alpha,
+            beta,
+            poor_at,
+            good_up_to,
+        })
     }
 
     pub fn alpha(&self) -> f64 {
@@ -207,7 +212,11 @@ mod tests {
         assert_eq!(t.verdict(5, 5), Verdict::Poor);
         assert_eq!(t.verdict(5, 4), Verdict::Indeterminate);
         assert_eq!(t.verdict(5, 1), Verdict::Good);
-        assert_eq!(t.verdict(33, 33), Verdict::Indeterminate, "beyond the table");
+        assert_eq!(
+            t.verdict(33, 33),
+            Verdict::Indeterminate,
+            "beyond the table"
+        );
     }
 
     #[test]
@@ -219,24 +228,41 @@ mod tests {
 
     #[test]
     fn binomials_are_exact_at_the_largest_window() {
-        assert_eq!(binomial(120, 60), 96_614_908_840_363_322_603_893_139_521_372_656u128);
+        assert_eq!(
+            binomial(120, 60),
+            96_614_908_840_363_322_603_893_139_521_372_656u128
+        );
         assert_eq!(binomial(10, 3), 120);
         assert_eq!(binomial(32, 16), 601_080_390);
     }
 
     #[test]
     fn bad_parameters_are_named() {
-        assert_eq!(SignTest::new(0.0, 0.2, 32).unwrap_err(), SignTestError::Alpha(0.0));
-        assert_eq!(SignTest::new(0.05, 1.0, 32).unwrap_err(), SignTestError::Beta(1.0));
-        assert!(matches!(SignTest::new(0.3, 0.2, 32), Err(SignTestError::Unstable { .. })));
-        assert!(matches!(SignTest::new(0.05, 0.2, 4), Err(SignTestError::Window { min: 5, .. })));
+        assert_eq!(
+            SignTest::new(0.0, 0.2, 32).unwrap_err(),
+            SignTestError::Alpha(0.0)
+        );
+        assert_eq!(
+            SignTest::new(0.05, 1.0, 32).unwrap_err(),
+            SignTestError::Beta(1.0)
+        );
+        assert!(matches!(
+            SignTest::new(0.3, 0.2, 32),
+            Err(SignTestError::Unstable { .. })
+        ));
+        assert!(matches!(
+            SignTest::new(0.05, 0.2, 4),
+            Err(SignTestError::Window { min: 5, .. })
+        ));
         assert!(SignTest::new(0.05, 0.2, 121).is_err());
         assert!(SignTest::new(f64::NAN, 0.2, 32).is_err());
     }
 
     #[test]
     fn expected_duty_loss_is_about_one_percent() {
-        let q = SignTest::new(0.05, 0.2, 32).unwrap().expected_suspended_fraction();
+        let q = SignTest::new(0.05, 0.2, 32)
+            .unwrap()
+            .expected_suspended_fraction();
         assert!((q - 0.01 / 0.76).abs() < 1e-12, "q = {q}");
     }
 

@@ -38,12 +38,18 @@ impl PsiReader {
 
     /// System-wide files under another directory (fixtures).
     pub fn with_root(dir: impl Into<PathBuf>) -> Self {
-        PsiReader { dir: dir.into(), suffix: "" }
+        PsiReader {
+            dir: dir.into(),
+            suffix: "",
+        }
     }
 
     /// A cgroup v2 directory's `cpu.pressure`, `io.pressure`, `memory.pressure`.
     pub fn cgroup(dir: impl Into<PathBuf>) -> Self {
-        PsiReader { dir: dir.into(), suffix: ".pressure" }
+        PsiReader {
+            dir: dir.into(),
+            suffix: ".pressure",
+        }
     }
 
     /// Whether this kernel reports pressure here at all.
@@ -98,7 +104,9 @@ fn parse_line(path: &Path, text: &str, kind: &str) -> Result<Pressure> {
             .ok_or_else(|| Error::parse(path, n + 1, format!("no {name}= field")))
     };
     let float = |name: &str| -> Result<f64> {
-        field(name)?.parse().map_err(|_| Error::parse(path, n + 1, format!("bad number for {name}")))
+        field(name)?
+            .parse()
+            .map_err(|_| Error::parse(path, n + 1, format!("bad number for {name}")))
     };
     Ok(Pressure {
         avg10: float("avg10")?,
@@ -129,7 +137,15 @@ mod tests {
     fn parses_the_some_line() {
         let dir = fixture(BUSY, CALM, CALM);
         let p = PsiReader::with_root(dir.path()).some("cpu").unwrap();
-        assert_eq!(p, Pressure { avg10: 12.34, avg60: 3.0, avg300: 1.0, total_us: 99_999_999 });
+        assert_eq!(
+            p,
+            Pressure {
+                avg10: 12.34,
+                avg60: 3.0,
+                avg300: 1.0,
+                total_us: 99_999_999
+            }
+        );
     }
 
     #[test]
@@ -146,12 +162,19 @@ mod tests {
     fn cgroup_files_have_a_suffix() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("io.pressure"), BUSY).unwrap();
-        assert_eq!(PsiReader::cgroup(dir.path()).some("io").unwrap().avg10, 12.34);
+        assert_eq!(
+            PsiReader::cgroup(dir.path()).some("io").unwrap().avg10,
+            12.34
+        );
     }
 
     #[test]
     fn malformed_files_name_the_file_and_line() {
-        let dir = fixture("some avg10=x avg60=0 avg300=0 total=1\n", "full avg10=0\n", CALM);
+        let dir = fixture(
+            "some avg10=x avg60=0 avg300=0 total=1\n",
+            "full avg10=0\n",
+            CALM,
+        );
         let r = PsiReader::with_root(dir.path());
         let e = r.some("cpu").unwrap_err().to_string();
         assert!(e.ends_with("cpu:1: bad number for avg10"), "{e}");

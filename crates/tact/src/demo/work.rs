@@ -1,48 +1,50 @@
 //! The demo's built-in workloads, run as `tact __work fg ...` and `tact __work bg ...`.
 //!
-//! - `fg DIR ops N` / `fg DIR secs S`: a small "database commit" loop: append a 4 KiB record to a
-//!   log and `fdatasync` it, N times or for S seconds. Prints `OPS SECONDS` on stdout.
-//! - `bg DIR COUNTER`: a bulk writer: 1 MiB buffered writes with an `fdatasync` every 16 MiB, into
-//!   a file it rewrites from the start every 512 MiB. Keeps the bytes written so far in COUNTER
-//!   (rewritten in place every 50 ms). Runs until killed, its parent dies, or 5 minutes pass.
+//! Both are memory-bound, so on a machine with a core for each they never wait for a CPU (which is
+//! all `nice` arbitrates) yet slow each other down through the shared cache and memory bus.
+//!
+//! - `fg ops N` / `fg secs S`: an in-memory index: dependent random lookups in a 64 MiB table
+//!   (each lookup's address comes from the previous one, like walking a B-tree or hash chain), N
+//!   of them or as many as fit in S seconds. Prints `OPS SECONDS` on stdout.
+//! - `bg FILE COUNTER`: a backup verifier: reads FILE (kept in the page cache) over and over in
+//!   1 MiB chunks and checksums it. Keeps the bytes verified so far in COUNTER, rewritten in place
+//!   every 50 ms. Runs until killed, its parent dies, or 5 minutes pass.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-/// Size of one foreground commit record.
-pub const RECORD: usize = 4096;
-/// Size of one background write.
+/// Entries in the foreground's table (u64 each: 64 MiB, twice this machine's last-level cache).
+const TABLE: usize = 8 << 20;
+/// Lookups between looks at the clock.
+const CHECK_EVERY: u64 = 1 << 16;
+/// Size of one background read.
 const CHUNK: usize = 1 << 20;
-/// The background job syncs its data after this many bytes.
-const SYNC_EVERY: u64 = 16 << 20;
-/// The background file is rewritten from the start after this many bytes.
-const WRAP: u64 = 512 << 20;
 /// The background job updates its counter file this often.
 const COUNTER_EVERY: Duration = Duration::from_millis(50);
 /// A background job left behind by a crashed demo stops by itself after this long.
 const BG_LIFETIME: Duration = Duration::from_secs(300);
-
-pub const FG_LOG: &str = "fg-commit.log";
-pub const BG_DATA: &str = "bg-bulk.dat";
+/// Size of the file the background job verifies.
+pub const BG_FILE_SIZE: u64 = 256 << 20;
 
 pub fn work(kind: &str, args: &[String]) -> Result<()> {
     match (kind, args) {
-        ("fg", [dir, mode, n]) => {
+        ("fg", [mode, n]) => {
             let limit = match mode.as_str() {
                 "ops" => Limit::Ops(n.parse().context("fg ops: not a count")?),
-                "secs" => Limit::Secs(Duration::from_secs_f64(n.parse().context("fg secs: not a number")?)),
+                "secs" => Limit::Secs(Duration::from_secs_f64(
+                    n.parse().context("fg secs: not a number")?,
+                )),
                 _ => bail!("fg: mode must be `ops` or `secs`"),
             };
-            let (ops, elapsed) = foreground(Path::new(dir), limit)?;
+            let (ops, elapsed) = foreground(limit);
             println!("{ops} {:.6}", elapsed.as_secs_f64());
             Ok(())
         }
-        ("bg", [dir, counter, mode]) => background(Path::new(dir), Path::new(counter), mode == "direct"),
+        ("bg", [file, counter]) => background(Path::new(file), Path::new(counter)),
         _ => bail!("no such workload: {kind} {}", args.join(" ")),
     }
 }
@@ -52,88 +54,84 @@ enum Limit {
     Secs(Duration),
 }
 
-fn foreground(dir: &Path, limit: Limit) -> Result<(u64, Duration)> {
-    let path = dir.join(FG_LOG);
-    let log = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    let mut record = [0u8; RECORD];
+fn foreground(limit: Limit) -> (u64, Duration) {
+    // next(x) = (A·x + C) mod 2^k visits every entry once per cycle (Hull–Dobell: C odd, A ≡ 1 mod
+    // 4) in an order no prefetcher follows; storing it in the table makes each step a memory load.
+    const A: u64 = 6364136223846793005;
+    const C: u64 = 1442695040888963407;
+    let mask = TABLE as u64 - 1;
+    let table: Vec<u64> = (0..TABLE as u64)
+        .map(|i| i.wrapping_mul(A).wrapping_add(C) & mask)
+        .collect();
     let start = Instant::now();
+    let mut x = 0u64;
     let mut ops = 0u64;
     loop {
-        match limit {
-            Limit::Ops(n) if ops >= n => break,
-            Limit::Secs(s) if start.elapsed() >= s => break,
-            _ => {}
+        let batch = match limit {
+            Limit::Ops(n) => CHECK_EVERY.min(n - ops),
+            Limit::Secs(s) if start.elapsed() >= s => 0,
+            Limit::Secs(_) => CHECK_EVERY,
+        };
+        if batch == 0 {
+            break;
         }
-        record[..8].copy_from_slice(&ops.to_le_bytes());
-        log.write_all_at(&record, ops * RECORD as u64).context("commit: write")?;
-        log.sync_data().context("commit: fdatasync")?;
-        ops += 1;
+        for _ in 0..batch {
+            x = table[x as usize];
+        }
+        ops += batch;
     }
-    let elapsed = start.elapsed();
-    drop(log);
-    let _ = std::fs::remove_file(&path);
-    Ok((ops, elapsed))
+    std::hint::black_box(x);
+    (ops, start.elapsed())
 }
 
-fn background(dir: &Path, counter: &Path, direct: bool) -> Result<()> {
+fn background(file: &Path, counter: &Path) -> Result<()> {
     // Die with the demo (or with the `tact run` between us), whatever happens to it.
-    // SAFETY: prctl with these arguments has no memory effects.
+    // SAFETY: prctl with these arguments touches no memory.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    let path: PathBuf = dir.join(BG_DATA);
-    use std::os::unix::fs::OpenOptionsExt;
-    let flags = if direct { libc::O_DIRECT } else { 0 };
-    let mut data = OpenOptions::new()
-        .create(true)
+    let data = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let size = data.metadata()?.len();
+    let count_file = OpenOptions::new()
         .write(true)
-        .truncate(true)
-        .custom_flags(flags)
-        .open(&path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    let count_file =
-        OpenOptions::new().write(true).open(counter).with_context(|| format!("cannot open {}", counter.display()))?;
-    let layout = std::alloc::Layout::from_size_align(CHUNK, 4096).unwrap();
-    // SAFETY: non-zero size; the buffer lives for the whole process.
-    let chunk: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(std::alloc::alloc(layout), CHUNK) };
-    for (i, b) in chunk.iter_mut().enumerate() { *b = (i * 7 + 13) as u8; }
-    let chunk: &[u8] = chunk;
+        .open(counter)
+        .with_context(|| format!("cannot open {}", counter.display()))?;
+    let mut buf = vec![0u8; CHUNK];
     let start = Instant::now();
     let mut last_count = start;
-    let mut written = 0u64;
-    let mut since_sync = 0u64;
+    let mut done = 0u64;
+    let mut sum = 0u64;
     let mut pos = 0u64;
-    publish(&count_file, written)?;
+    publish(&count_file, done)?;
     while start.elapsed() < BG_LIFETIME {
-        data.write_all(chunk).context("bulk write")?;
-        written += CHUNK as u64;
-        since_sync += CHUNK as u64;
-        pos += CHUNK as u64;
-        if since_sync >= SYNC_EVERY {
-            data.sync_data().context("bulk fdatasync")?;
-            since_sync = 0;
-        }
-        if pos >= WRAP {
-            data = OpenOptions::new().write(true).custom_flags(flags).open(&path)?;
+        let n = data.read_at(&mut buf, pos).context("read")?;
+        if n == 0 {
             pos = 0;
+            continue;
         }
+        // A token checksum (a word per page): the copy out of the page cache is the real work.
+        for page in buf[..n].chunks(4096) {
+            sum = sum.rotate_left(5) ^ u64::from(page[0]);
+        }
+        pos = (pos + n as u64) % size.max(1);
+        done += n as u64;
         if last_count.elapsed() >= COUNTER_EVERY {
-            publish(&count_file, written)?;
+            publish(&count_file, done)?;
             last_count = Instant::now();
         }
     }
+    std::hint::black_box(sum);
     Ok(())
 }
 
 /// Fixed width, so rewriting in place never leaves a longer old number behind.
 fn publish(f: &File, n: u64) -> Result<()> {
-    f.write_all_at(format!("{n:020}\n").as_bytes(), 0).context("cannot update the counter")
+    f.write_all_at(format!("{n:020}\n").as_bytes(), 0)
+        .context("cannot update the counter")
 }
 
 /// Reads a counter written by `publish` (0 before the first write).
 pub fn read_counter(path: &Path) -> u64 {
-    std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }

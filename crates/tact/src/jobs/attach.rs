@@ -13,14 +13,18 @@ pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
         .cmdline(args.pid)
         .map(|argv| argv.join(" "))
         .with_context(|| format!("cannot attach to process {}", args.pid))?;
-    let mut job = PoliteJob::new(settings, args.pid, &program).with_context(|| format!("cannot attach to process {}", args.pid))?;
+    let mut job = PoliteJob::new(settings, args.pid, &program)
+        .with_context(|| format!("cannot attach to process {}", args.pid))?;
     let ended = job.regulate(&mut events);
     let sources = job.sources();
     let summary = job.finish();
     let code = match ended? {
         Ended::Exited => 0,
         Ended::Interrupted(sig) => {
-            eprintln!("tact: stopped regulating on {}; process {} is running", sig.signal, args.pid);
+            eprintln!(
+                "tact: stopped regulating on {}; process {} is running",
+                sig.signal, args.pid
+            );
             128 + sig.signal as i32
         }
     };

@@ -14,7 +14,12 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// Signals tact handles itself; each resumes the job first.
-const HANDLED: [Signal; 4] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT];
+const HANDLED: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
 
 /// A signal as received.
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +49,8 @@ impl Events {
         for s in HANDLED {
             set.add(s);
         }
-        set.thread_block().context("cannot block termination signals")?;
+        set.thread_block()
+            .context("cannot block termination signals")?;
         let sfd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .context("cannot open a signalfd")?;
         Ok(Events { sfd })
@@ -60,7 +66,10 @@ impl Events {
             let left = deadline.saturating_duration_since(Instant::now());
             // Rounded up, so a wait never spins on a zero timeout below one millisecond.
             let ms = u16::try_from(left.as_micros().div_ceil(1000)).unwrap_or(u16::MAX);
-            let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN), PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN)];
+            let mut fds = [
+                PollFd::new(pidfd, PollFlags::POLLIN),
+                PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN),
+            ];
             match poll(&mut fds, PollTimeout::from(ms)) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(e).context("poll"),
@@ -82,6 +91,9 @@ impl Events {
             return Ok(None);
         };
         let signal = Signal::try_from(info.ssi_signo as i32).context("unknown signal number")?;
-        Ok(Some(Received { signal, from_terminal: info.ssi_code == libc::SI_KERNEL }))
+        Ok(Some(Received {
+            signal,
+            from_terminal: info.ssi_code == libc::SI_KERNEL,
+        }))
     }
 }

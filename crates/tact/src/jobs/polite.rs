@@ -1,12 +1,15 @@
 //! External-mode regulation (BeNice, spec 2.7): poll the job's progress counters, feed them to the
 //! polite regulator, and stop or continue the job's process tree as it decides.
 
+use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use tact_core::polite::{Decision, Obs, Phase, PollInterval, PollPolicy, PoliteConfig, Regulator, SampleKind};
+use tact_core::polite::{
+    Decision, Obs, Phase, PoliteConfig, PollInterval, PollPolicy, Regulator, SampleKind,
+};
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::state::StateDir;
 use tact_linux::{Guard, JobTree, ProcReader, ProgressMeter, ProgressSource, PsiReader};
@@ -21,6 +24,9 @@ const SAVE_EVERY: Duration = Duration::from_secs(300);
 /// A bootstrap during which every resource's PSI `some avg10` stayed below this percentage ran on
 /// a quiet machine, so its target needs no probation (spec 2.8).
 const QUIET_PSI_PERCENT: f64 = 5.0;
+/// A poll whose progress at the target rate accounts for less than this fraction of its time
+/// counts as one that saw no change (see `PoliteJob::negligible`).
+const NEGLIGIBLE_PROGRESS: f64 = 0.1;
 /// Extra time the guard grants beyond the longest suspension before it presumes tact hung.
 const LEASE_SLACK: Duration = Duration::from_secs(5);
 
@@ -28,7 +34,12 @@ pub fn setup_logging(verbose: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if verbose { "info" } else { "warn" };
     let filter = EnvFilter::try_from_env("TACT_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).without_time().with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .without_time()
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// Everything decided from the command line before the job starts, so bad input fails before
@@ -55,7 +66,10 @@ impl Settings {
         } else {
             args.progress.clone()
         };
-        let sources = names.iter().map(|s| s.parse::<ProgressSource>()).collect::<Result<Vec<_>, _>>()?;
+        let sources = names
+            .iter()
+            .map(|s| s.parse::<ProgressSource>())
+            .collect::<Result<Vec<_>, _>>()?;
         for s in &sources {
             if let ProgressSource::File(path) = s {
                 std::fs::read_to_string(path).with_context(|| {
@@ -78,16 +92,31 @@ impl Settings {
             bootstrap: args.bootstrap,
             ..PoliteConfig::with_period(args.testpoint)
         };
-        cfg.validate().map_err(|e| anyhow::anyhow!("{e} (see --alpha, --beta)"))?;
+        cfg.validate()
+            .map_err(|e| anyhow::anyhow!("{e} (see --alpha, --beta)"))?;
         Ok(Settings {
             cfg,
             sources,
-            state_dir: args.state_dir.clone().unwrap_or_else(crate::paths::state_dir),
+            state_dir: args
+                .state_dir
+                .clone()
+                .unwrap_or_else(crate::paths::state_dir),
             name: args.name.clone(),
             json_log: args.json_log.as_deref().map(JsonLog::create).transpose()?,
             crash_records: StateDir::new(crate::paths::runtime_dir()?)?,
             verbose,
         })
+    }
+}
+
+/// Polling follows the testpoint period: it starts there and adapts between half of it and
+/// 5 s (spec 2.8's 200 ms, 100 ms and 5 s at the default period).
+fn poll_policy(period: Duration) -> PollPolicy {
+    PollPolicy {
+        start: period,
+        floor: period / 2,
+        ceiling: period.max(Duration::from_secs(5)),
+        ..PollPolicy::default()
     }
 }
 
@@ -130,7 +159,15 @@ pub struct PoliteJob {
 impl PoliteJob {
     /// Takes charge of the tree rooted at `pid`; `program` names it for the target store.
     pub fn new(settings: Settings, pid: i32, program: &str) -> Result<Self> {
-        let Settings { cfg, sources, state_dir, name, json_log, crash_records, verbose } = settings;
+        let Settings {
+            cfg,
+            sources,
+            state_dir,
+            name,
+            json_log,
+            crash_records,
+            verbose,
+        } = settings;
         let tree = JobTree::attach(pid)?;
         let root = PidFd::open(pid)?;
         // The pidfd was opened after attach checked the process: make sure it names the same one.
@@ -143,9 +180,13 @@ impl PoliteJob {
         let start = Instant::now();
         let reg = Regulator::new(cfg.clone(), Duration::ZERO, saved.clone())?;
         if saved.is_some() && verbose {
-            eprintln!("tact: starting from the target saved in {}", store.path().display());
+            eprintln!(
+                "tact: starting from the target saved in {}",
+                store.path().display()
+            );
         }
         let meter = ProgressMeter::new(ProcReader::new(), sources.clone());
+        let cfg_period = cfg.period;
         Ok(PoliteJob {
             cfg,
             sources,
@@ -158,7 +199,7 @@ impl PoliteJob {
             log: json_log,
             state: crash_records,
             guard: None,
-            poll: PollInterval::new(PollPolicy::default()),
+            poll: PollInterval::new(poll_policy(cfg_period)),
             psi: PsiReader::new(),
             start,
             summary: Summary::default(),
@@ -174,7 +215,12 @@ impl PoliteJob {
             tracing::warn!("{e:#}");
         }
         self.summary.elapsed = self.start.elapsed();
-        self.summary.target = self.reg.targets().get(0).map(|t| t.rates()).unwrap_or_default();
+        self.summary.target = self
+            .reg
+            .targets()
+            .get(0)
+            .map(|t| t.rates())
+            .unwrap_or_default();
         let ended = result?;
         resumed?;
         Ok(ended)
@@ -199,19 +245,31 @@ impl PoliteJob {
                     continue;
                 }
             };
-            let dp: Vec<f64> = totals.iter().zip(&last).map(|(t, l)| (t - l).max(0.0)).collect();
+            let dp: Vec<f64> = totals
+                .iter()
+                .zip(&last)
+                .map(|(t, l)| (t - l).max(0.0))
+                .collect();
             last = totals;
             let now = Instant::now();
             let active = now - last_poll;
             last_poll = now;
-            self.poll.record(dp.iter().any(|&p| p > 0.0));
+            self.poll.record(!self.negligible(&dp, active));
             let t = now - self.start;
             // Only the bootstrap asks whether the machine is quiet.
             let quiet = match self.reg.phase() {
                 Phase::Bootstrap { .. } => self.psi.quiet(QUIET_PSI_PERCENT),
                 _ => None,
             };
-            let step = self.reg.step(t, Obs { index: 0, dp: &dp, active, quiet })?;
+            let step = self.reg.step(
+                t,
+                Obs {
+                    index: 0,
+                    dp: &dp,
+                    active,
+                    quiet,
+                },
+            )?;
             self.report(t, &step, &dp)?;
             if let Some(guard) = &mut self.guard {
                 guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
@@ -232,7 +290,8 @@ impl PoliteJob {
     /// Stops the tree for `len`, or until the job exits or tact is signalled.
     fn suspend(&mut self, events: &mut Events, len: Duration) -> Result<Option<Ended>> {
         if self.guard.is_none() {
-            let exe = std::env::current_exe().context("cannot find tact's own executable for its guard")?;
+            let exe = std::env::current_exe()
+                .context("cannot find tact's own executable for its guard")?;
             let mut guard = Guard::start(&exe, &["__guard"])?;
             guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
             self.guard = Some(guard);
@@ -260,28 +319,59 @@ impl PoliteJob {
         })
     }
 
+    /// Whether a poll's progress is worth less than a tenth of the time it covers at the target
+    /// rate. Counters of buffered programs move in lumps (zstd -T2 reads a chunk at 400 MB/s,
+    /// then compresses it for a second while the counter crawls at 4 MB/s): polled faster than
+    /// the lumps, most samples are far below a target that is their mean, and an idle machine
+    /// reads as contended. Counting such polls as "no change" lets the poll interval grow until
+    /// each sample spans whole lumps (spec 2.7).
+    fn negligible(&self, dp: &[f64], active: Duration) -> bool {
+        let sample = BTreeMap::from([(0, dp.to_vec())]);
+        match self.reg.targets().duration(&sample) {
+            Some(dstar) => dstar < NEGLIGIBLE_PROGRESS * active.as_secs_f64(),
+            None => dp.iter().all(|&p| p == 0.0),
+        }
+    }
+
     fn report(&mut self, t: Duration, step: &tact_core::polite::Step, dp: &[f64]) -> Result<()> {
         if step.kind == SampleKind::Accumulated {
             return Ok(());
         }
-        let target = self.reg.targets().get(0).map(|t| t.rates()).unwrap_or_default();
+        let target = self
+            .reg
+            .targets()
+            .get(0)
+            .map(|t| t.rates())
+            .unwrap_or_default();
         if self.verbose {
             let e = step.eval.as_ref();
             eprintln!(
                 "tact: t={:.1}s {:?} rate={} target={} verdict={} {}",
                 t.as_secs_f64(),
                 step.kind,
-                e.filter(|e| e.d > 0.0).map(|e| fmt_rates(&dp.iter().map(|p| p / e.d).collect::<Vec<_>>())).unwrap_or("-".into()),
+                e.filter(|e| e.d > 0.0)
+                    .map(|e| fmt_rates(&dp.iter().map(|p| p / e.d).collect::<Vec<_>>()))
+                    .unwrap_or("-".into()),
                 fmt_rates(&target),
-                e.and_then(|e| e.verdict).map(|v| format!("{v:?}").to_lowercase()).unwrap_or("-".into()),
+                e.and_then(|e| e.verdict)
+                    .map(|v| format!("{v:?}").to_lowercase())
+                    .unwrap_or("-".into()),
                 match step.decision {
-                    Decision::Suspend(s) => format!("suspend {}", humantime::format_duration(round_ms(s))),
+                    Decision::Suspend(s) =>
+                        format!("suspend {}", humantime::format_duration(round_ms(s))),
                     _ => String::new(),
                 }
             );
         }
         if let Some(log) = &mut self.log {
-            log.write(t, self.reg.phase(), step, dp, target, self.reg.next_suspension())?;
+            log.write(
+                t,
+                self.reg.phase(),
+                step,
+                dp,
+                target,
+                self.reg.next_suspension(),
+            )?;
         }
         Ok(())
     }
@@ -317,14 +407,22 @@ impl Summary {
         } else {
             100.0 * (1.0 - self.suspended.as_secs_f64() / self.elapsed.as_secs_f64())
         };
-        let target: Vec<String> =
-            self.target.iter().zip(sources).map(|(r, s)| format!("{} {s}", fmt_rate(*r))).collect();
+        let target: Vec<String> = self
+            .target
+            .iter()
+            .zip(sources)
+            .map(|(r, s)| format!("{} {s}", fmt_rate(*r)))
+            .collect();
         format!(
             "tact: job ran {ran:.0}% of {}; suspended {} times (longest {}); target {}",
             humantime::format_duration(Duration::from_secs(self.elapsed.as_secs())),
             self.suspensions,
             humantime::format_duration(round_ms(self.longest)),
-            if target.is_empty() { "not calibrated yet".into() } else { target.join(", ") }
+            if target.is_empty() {
+                "not calibrated yet".into()
+            } else {
+                target.join(", ")
+            }
         )
     }
 }

@@ -18,7 +18,10 @@ pub fn tact() -> Command {
 pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     start.elapsed()
@@ -32,7 +35,8 @@ pub fn tree(pid: i32) -> Vec<i32> {
 /// Whether any process of the tree is stopped (state T).
 pub fn any_stopped(pids: &[i32]) -> bool {
     let r = ProcReader::new();
-    pids.iter().any(|&p| r.stat(p).map(|s| s.is_stopped()).unwrap_or(false))
+    pids.iter()
+        .any(|&p| r.stat(p).map(|s| s.is_stopped()).unwrap_or(false))
 }
 
 /// Children of `pid` whose command line contains `needle`.
@@ -41,7 +45,11 @@ pub fn children_matching(pid: i32, needle: &str) -> Vec<i32> {
     r.children(pid)
         .unwrap_or_default()
         .into_iter()
-        .filter(|&c| r.cmdline(c).map(|a| a.join(" ").contains(needle)).unwrap_or(false))
+        .filter(|&c| {
+            r.cmdline(c)
+                .map(|a| a.join(" ").contains(needle))
+                .unwrap_or(false)
+        })
         .collect()
 }
 
@@ -53,7 +61,10 @@ pub fn kill(pid: i32, sig: nix::sys::signal::Signal) {
 /// exited and may have been reused is signalled), leaves first.
 pub fn kill_tree(root: i32) {
     for p in tree(root).into_iter().rev() {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 
@@ -76,7 +87,17 @@ pub fn start_stalling(dir: &Path, runtime: &Path) -> (Child, PathBuf) {
     let log = dir.join("trace.jsonl");
     let child = tact()
         .env("TACT_RUNTIME_DIR", runtime)
-        .args(["run", "--testpoint", "100ms", "--bootstrap", "5", "--probation", "0", "--max-suspend", "60s"])
+        .args([
+            "run",
+            "--testpoint",
+            "100ms",
+            "--bootstrap",
+            "5",
+            "--probation",
+            "0",
+            "--max-suspend",
+            "60s",
+        ])
         .arg("--progress")
         .arg(format!("file:{}", counter.display()))
         .arg("--state-dir")
