@@ -414,7 +414,8 @@ class Sampler(threading.Thread):
 
 def bg_command(mode, cfg, out_file, state_dir, tact_log):
     pipe = (f"tar -cf - -C {cfg['tree_parent']} {cfg['tree_name']} "
-            f"| zstd -q -{cfg['zstd_level']} -T{cfg['zstd_threads']} > {out_file}")
+            f"| zstd -q -{cfg['zstd_level']} -T{cfg['zstd_threads']}"
+            f"{' -B' + cfg['zstd_block'] if cfg.get('zstd_block') else ''} > {out_file}")
     if mode in ("bg-alone", "unregulated"):
         return ["sh", "-c", pipe], False
     if mode == "nice":
@@ -760,6 +761,10 @@ def main():
     ap.add_argument("--zstd-level", type=int, default=None)
     ap.add_argument("--zstd-threads", type=int, default=2,
                     help="zstd -T (2 = both cores: with -T1 this 2-core VM showed only ~+18%% slowdown)")
+    ap.add_argument("--zstd-block", default=None,
+                    help="zstd -B job size, e.g. 1MiB: zstd's default multi-megabyte jobs make the "
+                         "background's progress lumpy at the testpoint scale (a chunk read at "
+                         "400 MB/s, then a second of compressing at 4 MB/s)")
     ap.add_argument("--scale", type=int, default=None, help="pgbench scale")
     ap.add_argument("--clients", type=int, default=16,
                     help="pgbench -c (16: with 4 clients the fg is fsync-latency bound and a busy "
@@ -797,6 +802,7 @@ def main():
         "tree_mb": args.tree_mb or preset["tree_mb"],
         "zstd_level": args.zstd_level or preset["zstd_level"],
         "zstd_threads": args.zstd_threads,
+        "zstd_block": args.zstd_block,
         "scale": args.scale or preset["scale"],
         "clients": args.clients, "jobs": args.jobs,
         "burst_seconds": args.burst_seconds or preset["burst_seconds"],
@@ -905,7 +911,8 @@ def main():
             f"burst = {cfg['clients']} clients x {cfg['burst_tx']} tx (~{cfg['burst_seconds']}s alone)")
     log(f"schedule: bootstrap {cfg['bootstrap']}s, {cfg['bursts']} x (burst of "
         f"{cfg['clients']}x{cfg['burst_tx']} tx, gap {cfg['gap']}s); background: tar | zstd -{cfg['zstd_level']} "
-        f"-T{cfg['zstd_threads']} over {cfg['tree_mb']} MiB")
+        f"-T{cfg['zstd_threads']}{' -B' + cfg['zstd_block'] if cfg.get('zstd_block') else ''} "
+        f"over {cfg['tree_mb']} MiB")
 
     # ---- runs, interleaved, order rotated per rep
     results = []
@@ -935,7 +942,8 @@ def main():
     print()
     print(f"bench/polite: {cfg['reps']} rep(s); burst = {cfg['clients']}x{cfg['burst_tx']} pgbench tx, "
           f"gap {cfg['gap']}s, {cfg['bursts']} bursts, bootstrap {cfg['bootstrap']}s; "
-          f"bg = tar|zstd -{cfg['zstd_level']} -T{cfg['zstd_threads']} over {cfg['tree_mb']} MiB; "
+          f"bg = tar|zstd -{cfg['zstd_level']} -T{cfg['zstd_threads']}"
+          f"{' -B' + cfg['zstd_block'] if cfg.get('zstd_block') else ''} over {cfg['tree_mb']} MiB; "
           f"scheduler {env['io_scheduler']}; caches {'dropped' if cfg['drop_caches'] else 'NOT dropped'} before each run")
     print(tab)
     alone = summ.get("bg-alone", {})

@@ -20,7 +20,7 @@ struct Line<'a> {
     #[serde(flatten)]
     phase: Phase,
     kind: tact_core::polite::SampleKind,
-    /// Progress per metric since the last evaluated testpoint.
+    /// Progress per metric of the evaluated sample (of the last poll when nothing was evaluated).
     dp: &'a [f64],
     /// Active (unsuspended) seconds the sample covers.
     d: Option<f64>,

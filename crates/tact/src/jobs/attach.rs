@@ -1,6 +1,6 @@
 //! `tact attach`: regulate a process that is already running, until it exits or tact is stopped.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::events::Events;
 use super::polite::{Ended, PoliteJob, Settings};
@@ -9,12 +9,9 @@ use crate::cli::AttachArgs;
 pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
     let settings = Settings::from_args(&args.polite, verbose)?;
     let mut events = Events::new()?;
-    let program = tact_linux::ProcReader::new()
-        .cmdline(args.pid)
-        .map(|argv| argv.join(" "))
-        .with_context(|| format!("cannot attach to process {}", args.pid))?;
-    let mut job = PoliteJob::new(settings, args.pid, &program)
-        .with_context(|| format!("cannot attach to process {}", args.pid))?;
+    // Errors from here on name the pid ("process 42 does not exist", "refusing to regulate ...").
+    let program = tact_linux::ProcReader::new().cmdline(args.pid)?.join(" ");
+    let mut job = PoliteJob::new(settings, args.pid, &program)?;
     let ended = job.regulate(&mut events);
     let sources = job.sources();
     let summary = job.finish();

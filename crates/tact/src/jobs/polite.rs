@@ -53,15 +53,14 @@ pub struct Settings {
     /// Opened before the job starts: a tact that cannot record what it stops must not stop it.
     pub crash_records: StateDir,
     pub verbose: bool,
+    /// No --progress was given: say which source tact chose once the job is under regulation.
+    pub default_progress: bool,
 }
 
 impl Settings {
     pub fn from_args(args: &PoliteArgs, verbose: bool) -> Result<Self> {
-        let names: Vec<String> = if args.progress.is_empty() {
-            eprintln!(
-                "tact: regulating on `io` progress (bytes the job reads and writes); \
-                 choose with --progress io|io-read|io-write|io-storage|cpu|file:PATH"
-            );
+        let default_progress = args.progress.is_empty();
+        let names: Vec<String> = if default_progress {
             vec!["io".into()]
         } else {
             args.progress.clone()
@@ -105,6 +104,7 @@ impl Settings {
             json_log: args.json_log.as_deref().map(JsonLog::create).transpose()?,
             crash_records: StateDir::new(crate::paths::runtime_dir()?)?,
             verbose,
+            default_progress,
         })
     }
 }
@@ -167,6 +167,7 @@ impl PoliteJob {
             json_log,
             crash_records,
             verbose,
+            default_progress,
         } = settings;
         let tree = JobTree::attach(pid)?;
         let root = PidFd::open(pid)?;
@@ -183,6 +184,12 @@ impl PoliteJob {
             eprintln!(
                 "tact: starting from the target saved in {}",
                 store.path().display()
+            );
+        }
+        if default_progress {
+            eprintln!(
+                "tact: regulating on `io` progress (bytes the job reads and writes); \
+                 choose with --progress io|io-read|io-write|io-storage|cpu|file:PATH"
             );
         }
         let meter = ProgressMeter::new(ProcReader::new(), sources.clone());
@@ -215,12 +222,16 @@ impl PoliteJob {
             tracing::warn!("{e:#}");
         }
         self.summary.elapsed = self.start.elapsed();
-        self.summary.target = self
-            .reg
-            .targets()
-            .get(0)
-            .map(|t| t.rates())
-            .unwrap_or_default();
+        // A target still in its bootstrap is no calibrated target yet.
+        self.summary.target = match self.reg.phase() {
+            Phase::Bootstrap { .. } => Vec::new(),
+            _ => self
+                .reg
+                .targets()
+                .get(0)
+                .map(|t| t.rates())
+                .unwrap_or_default(),
+        };
         let ended = result?;
         resumed?;
         Ok(ended)
@@ -337,6 +348,13 @@ impl PoliteJob {
         if step.kind == SampleKind::Accumulated {
             return Ok(());
         }
+        // An evaluation can cover several polls (one that came a hair before the testpoint period
+        // only accumulates): report the progress it judged, not just the last poll's.
+        let dp = step
+            .eval
+            .as_ref()
+            .and_then(|e| e.dp.get(&0))
+            .map_or(dp, |v| v.as_slice());
         let target = self
             .reg
             .targets()
