@@ -17,9 +17,14 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # The polite benchmark needs PostgreSQL, pgbench and zstd (see bench/polite/README.md) and root
-# (it drops the page cache between repetitions). About 30 minutes; bench-quick is a 3-minute smoke run.
+# (it drops the page cache between repetitions). About 70 minutes; bench-quick is a 5-minute smoke run.
+# The configuration of the table in docs/polite.md: two 30 s pgbench bursts with 30 s gaps against
+# tar | zstd -9 -T3 -B1MiB over a 4.4 GB tree, tact at 100 ms testpoints, 5 interleaved reps.
+BENCH_POLITE := --testpoint 100ms --reps 5 --tree-mb 4400 --scale 50 --burst-seconds 30 --gap 30 \
+	--bursts 2 --bootstrap 20 --zstd-threads 3 --zstd-block 1MiB
+
 bench: build $(PY)
-	$(PY) bench/polite/run.py --tact target/release/tact --reps 5 --out bench/out/polite
+	$(PY) bench/polite/run.py --tact target/release/tact $(BENCH_POLITE) --out bench/out/polite
 	$(CARGO) run -q --release -p tact-sim --example polite_claims -- bench/out/polite-sim.json
 
 bench-quick: build $(PY)

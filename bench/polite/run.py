@@ -744,9 +744,89 @@ def plots(results, modes, outdir, cfg):
 
 # --------------------------------------------------------------------------
 
+def report(results, cfg, env, modes, tact_error, run_seconds, outdir):
+    """Analyse the runs and write the table, results.json and the plots (also for --from-results)."""
+
+    by = analyse(results, cfg)
+    summ = summarize(results, modes)
+    tab = table(results, modes)
+    print()
+    print(f"bench/polite: {cfg['reps']} rep(s); burst = {cfg['clients']}x{cfg['burst_tx']} pgbench tx, "
+          f"gap {cfg['gap']}s, {cfg['bursts']} bursts, bootstrap {cfg['bootstrap']}s; "
+          f"bg = tar|zstd -{cfg['zstd_level']} -T{cfg['zstd_threads']}"
+          f"{' -B' + cfg['zstd_block'] if cfg.get('zstd_block') else ''} over {cfg['tree_mb']} MiB; "
+          f"scheduler {env['io_scheduler']}; caches {'dropped' if cfg['drop_caches'] else 'NOT dropped'} before each run")
+    print(tab)
+    alone = summ.get("bg-alone", {})
+    if alone.get("bg_rate_median"):
+        print(f"bg alone rate (rchar+wchar): {alone['bg_rate_median'] / 1e6:.1f} MB/s median; "
+              f"bg alone completion {alone['bg_completion_median']:.1f}s")
+    fa = summ.get("fg-alone", {})
+    if fa.get("fg_total_median"):
+        print(f"fg alone: {fa['fg_total_median'] / cfg['bursts']:.2f}s per burst median")
+    checks = []
+    u = summ.get("unregulated", {}).get("slowdown_median")
+    if u is not None:
+        checks.append(("unregulated slowdown >= 30% (scenario is hard enough)", u >= 0.30, f"{u * 100:+.1f}%"))
+    tsl = summ.get("tact", {}).get("slowdown_median")
+    if tsl is not None:
+        checks.append(("tact slowdown <= 5%", tsl <= 0.05, f"{tsl * 100:+.1f}%"))
+    te = summ.get("tact", {}).get("efficiency_median")
+    if te is not None:
+        checks.append(("tact efficiency >= 60%", te >= 0.60, f"{te * 100:.0f}%"))
+    for name, ok, val in checks:
+        print(f"  [{'PASS' if ok else 'FAIL'}] {name}: {val}")
+    if tact_error:
+        print("  [SKIP] " + tact_error)
+    for r in results:
+        if r.get("bg_done_before_schedule_end"):
+            print(f"  note: rep {r['rep']} {r['mode']}: background finished before the foreground schedule "
+                  f"ended; gaps after that are not counted (use a bigger --tree-mb)")
+    print(f"run time: {run_seconds:.0f}s for the runs, {time.monotonic() - T0:.0f}s total")
+
+    outjson = os.path.join(outdir, "results.json")
+    with open(outjson, "w") as f:
+        json.dump({"config": cfg, "env": env, "modes": modes, "tact_error": tact_error,
+                   "run_seconds": run_seconds, "total_seconds": time.monotonic() - T0,
+                   "summary": summ, "checks": [{"name": n, "pass": o, "value": v} for n, o, v in checks],
+                   "paper": PAPER, "runs": results}, f, indent=1)
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write(tab + "\n")
+    files = plots(results, modes, outdir, cfg)
+    log(f"wrote {outjson}, {os.path.join(outdir, 'table.txt')}" + "".join(", " + x for x in files))
+
+
+def complete_reps(runs, modes):
+    """The runs of the repetitions in which every mode finished (a stopped run leaves a partial one)."""
+    done = {}
+    for r in runs:
+        done.setdefault(r["rep"], set()).add(r["mode"])
+    return [r for r in runs if done[r["rep"]] >= set(modes)]
+
+
+def from_results(path, outdir):
+    """Report on a saved results.json or results.partial.json, counting only complete reps."""
+    with open(path) as f:
+        saved = json.load(f)
+    present = {r["mode"] for r in saved["runs"]}
+    modes = [m for m in ALL_MODES if m in present]
+    runs = complete_reps(saved["runs"], modes)
+    if not runs:
+        sys.exit(f"{path}: no repetition has every mode ({', '.join(modes)}) finished")
+    reps = sorted({r["rep"] for r in runs})
+    cfg = dict(saved["config"], reps=len(reps))
+    log(f"from {path}: {len(reps)} complete rep(s) {reps} of modes {', '.join(modes)}")
+    os.makedirs(outdir, exist_ok=True)
+    report(runs, cfg, saved["env"], modes, None, sum(r.get("wall", 0) for r in runs), outdir)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--from-results", metavar="FILE",
+                    help="run nothing: report (table, JSON, plots into --out) on a saved results.json or "
+                         "results.partial.json of a stopped run, counting only complete repetitions")
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "polite"))
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 rep, small sizes, short schedule")
     ap.add_argument("--tact", default=os.environ.get("TACT", os.path.join(REPO, "target", "release", "tact")),
@@ -785,6 +865,8 @@ def main():
     ap.add_argument("--pg-bin", default=PG_BIN_DEFAULT)
     ap.add_argument("--port", type=int, default=54329)
     args = ap.parse_args()
+    if args.from_results:
+        return from_results(args.from_results, args.out)
 
     q = args.quick
     # Full: tact's default bootstrap is 100 testpoints x 200 ms = 20 s, so the
@@ -935,54 +1017,7 @@ def main():
                 msg += f", bg {r['bg_completion']:.1f}s"
             log(msg)
     run_seconds = time.monotonic() - t_runs
-
-    by = analyse(results, cfg)
-    summ = summarize(results, modes)
-    tab = table(results, modes)
-    print()
-    print(f"bench/polite: {cfg['reps']} rep(s); burst = {cfg['clients']}x{cfg['burst_tx']} pgbench tx, "
-          f"gap {cfg['gap']}s, {cfg['bursts']} bursts, bootstrap {cfg['bootstrap']}s; "
-          f"bg = tar|zstd -{cfg['zstd_level']} -T{cfg['zstd_threads']}"
-          f"{' -B' + cfg['zstd_block'] if cfg.get('zstd_block') else ''} over {cfg['tree_mb']} MiB; "
-          f"scheduler {env['io_scheduler']}; caches {'dropped' if cfg['drop_caches'] else 'NOT dropped'} before each run")
-    print(tab)
-    alone = summ.get("bg-alone", {})
-    if alone.get("bg_rate_median"):
-        print(f"bg alone rate (rchar+wchar): {alone['bg_rate_median'] / 1e6:.1f} MB/s median; "
-              f"bg alone completion {alone['bg_completion_median']:.1f}s")
-    fa = summ.get("fg-alone", {})
-    if fa.get("fg_total_median"):
-        print(f"fg alone: {fa['fg_total_median'] / cfg['bursts']:.2f}s per burst median")
-    checks = []
-    u = summ.get("unregulated", {}).get("slowdown_median")
-    if u is not None:
-        checks.append(("unregulated slowdown >= 30% (scenario is hard enough)", u >= 0.30, f"{u * 100:+.1f}%"))
-    tsl = summ.get("tact", {}).get("slowdown_median")
-    if tsl is not None:
-        checks.append(("tact slowdown <= 5%", tsl <= 0.05, f"{tsl * 100:+.1f}%"))
-    te = summ.get("tact", {}).get("efficiency_median")
-    if te is not None:
-        checks.append(("tact efficiency >= 60%", te >= 0.60, f"{te * 100:.0f}%"))
-    for name, ok, val in checks:
-        print(f"  [{'PASS' if ok else 'FAIL'}] {name}: {val}")
-    if tact_error:
-        print("  [SKIP] " + tact_error)
-    for r in results:
-        if r.get("bg_done_before_schedule_end"):
-            print(f"  note: rep {r['rep']} {r['mode']}: background finished before the foreground schedule "
-                  f"ended; gaps after that are not counted (use a bigger --tree-mb)")
-    print(f"run time: {run_seconds:.0f}s for the runs, {time.monotonic() - T0:.0f}s total")
-
-    outjson = os.path.join(outdir, "results.json")
-    with open(outjson, "w") as f:
-        json.dump({"config": cfg, "env": env, "modes": modes, "tact_error": tact_error,
-                   "run_seconds": run_seconds, "total_seconds": time.monotonic() - T0,
-                   "summary": summ, "checks": [{"name": n, "pass": o, "value": v} for n, o, v in checks],
-                   "paper": PAPER, "runs": results}, f, indent=1)
-    with open(os.path.join(outdir, "table.txt"), "w") as f:
-        f.write(tab + "\n")
-    files = plots(results, modes, outdir, cfg)
-    log(f"wrote {outjson}, {os.path.join(outdir, 'table.txt')}" + "".join(", " + x for x in files))
+    report(results, cfg, env, modes, tact_error, run_seconds, outdir)
     CLEANUP.run()
     return 3 if tact_error else 0
 
