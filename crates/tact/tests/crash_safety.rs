@@ -27,60 +27,71 @@ fn job_of(tact_pid: i32) -> Option<i32> {
         })
 }
 
-#[test]
-fn sigkill_of_tact_while_the_job_is_suspended_resumes_it_within_a_second() {
+/// A `tact run` holding its stalling job in a suspension of at least 0.8 s right now.
+struct Suspended {
+    tact: std::process::Child,
+    /// Root of the job's tree.
+    job: i32,
+    runtime: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+fn suspended_job() -> Suspended {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tempfile::tempdir().unwrap();
-    let (mut t, log) = start_stalling(dir.path(), runtime.path());
-    let pid = t.id() as i32;
+    let (tact, log) = start_stalling(dir.path(), runtime.path());
+    let pid = tact.id() as i32;
     wait_for(Duration::from_secs(20), "the job to start", || {
         job_of(pid).is_some()
     });
     let job = job_of(pid).unwrap();
     wait_for_long_stop(&log, job, 0.8);
-    kill(pid, Signal::SIGKILL);
-    t.wait().unwrap();
-    // The guard notices its socket close at once; allow for a loaded machine.
+    Suspended {
+        tact,
+        job,
+        runtime,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn sigkill_of_tact_while_the_job_is_suspended_resumes_it_within_a_second() {
+    let mut s = suspended_job();
+    kill(s.tact.id() as i32, Signal::SIGKILL);
+    s.tact.wait().unwrap();
+    // The guard notices its socket close at once; the 5 s limit allows for a loaded machine.
     let took = wait_for(
         Duration::from_secs(5),
         "the guard to resume the job",
-        || !any_stopped(&tree(job)),
+        || !any_stopped(&tree(s.job)),
     );
     eprintln!("resumed {took:?} after SIGKILL of tact");
-    assert!(took < Duration::from_secs(5));
-    kill_tree(job);
+    kill_tree(s.job);
 }
 
 #[test]
 fn when_tact_and_its_guard_both_die_the_next_tact_resumes_the_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let runtime = tempfile::tempdir().unwrap();
-    let (mut t, log) = start_stalling(dir.path(), runtime.path());
-    let pid = t.id() as i32;
-    wait_for(Duration::from_secs(20), "the job to start", || {
-        job_of(pid).is_some()
-    });
-    let job = job_of(pid).unwrap();
-    wait_for_long_stop(&log, job, 0.8);
+    let mut s = suspended_job();
+    let pid = s.tact.id() as i32;
     let guard = children_matching(pid, "__guard");
     assert_eq!(guard.len(), 1, "one guard process");
     kill(guard[0], Signal::SIGKILL);
     kill(pid, Signal::SIGKILL);
-    t.wait().unwrap();
+    s.tact.wait().unwrap();
     // Nobody is left to resume it: it stays stopped...
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
-        any_stopped(&tree(job)),
+        any_stopped(&tree(s.job)),
         "the job should still be stopped before recovery"
     );
     // ...until any tact command starts (here `tact recover`), which reads the crash record.
     let out = tact()
-        .env("TACT_RUNTIME_DIR", runtime.path())
+        .env("TACT_RUNTIME_DIR", s.runtime.path())
         .arg("recover")
         .output()
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("resumed process"));
-    assert!(!any_stopped(&tree(job)), "recover left the job stopped");
-    kill_tree(job);
+    assert!(!any_stopped(&tree(s.job)), "recover left the job stopped");
+    kill_tree(s.job);
 }
