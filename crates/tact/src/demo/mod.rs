@@ -432,9 +432,10 @@ fn report(rows: &[Outcome], ops: u64, cores: usize) -> String {
         );
     } else {
         p += &format!(
-            "This time tact did not do clearly better (foreground {st:.2}x slower, {n_susp} suspensions): the \
-             machine may be busy with other work, which makes the background job's progress too noisy to judge; \
-             try again when it is quieter."
+            "This time tact did not do clearly better (foreground {st:.2}x slower, {n_susp} suspensions): \
+             tact acts only when the background job's own progress drops, and here it did not drop by a \
+             significant margin, either because the contention was mild on this machine or because other \
+             work made the measurements too noisy to judge."
         );
     }
     s += &wrap(&p, 100);
