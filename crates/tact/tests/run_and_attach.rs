@@ -35,7 +35,8 @@ fn run_exits_with_the_commands_status() {
 
 #[test]
 fn run_without_progress_says_which_it_chose() {
-    let (code, err) = output(&["run", "--", "true"]);
+    // The notice comes once the job is under regulation: the command must outlive tact's attach.
+    let (code, err) = output(&["run", "--", "sleep", "1"]);
     assert_eq!(code, 0);
     assert!(err.contains("regulating on `io` progress"), "{err}");
 }
