@@ -126,15 +126,8 @@ fn attach_regulates_until_interrupted_and_leaves_the_process_running() {
     let jpid = job.id() as i32;
     let mut t = tact()
         .env("TACT_RUNTIME_DIR", dir.path())
-        .args([
-            "attach",
-            "--testpoint",
-            "100ms",
-            "--bootstrap",
-            "5",
-            "--probation",
-            "0",
-        ])
+        .arg("attach")
+        .args(FAST_REGULATION)
         .arg("--progress")
         .arg(format!("file:{}", counter.display()))
         .arg("--state-dir")

@@ -1,7 +1,6 @@
 //! External-mode regulation (BeNice, spec 2.7): poll the job's progress counters, feed them to the
 //! polite regulator, and stop or continue the job's process tree as it decides.
 
-use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -225,12 +224,7 @@ impl PoliteJob {
         // A target still in its bootstrap is no calibrated target yet.
         self.summary.target = match self.reg.phase() {
             Phase::Bootstrap { .. } => Vec::new(),
-            _ => self
-                .reg
-                .targets()
-                .get(0)
-                .map(|t| t.rates())
-                .unwrap_or_default(),
+            _ => self.target_rates(),
         };
         let ended = result?;
         resumed?;
@@ -337,11 +331,19 @@ impl PoliteJob {
     /// reads as contended. Counting such polls as "no change" lets the poll interval grow until
     /// each sample spans whole lumps (spec 2.7).
     fn negligible(&self, dp: &[f64], active: Duration) -> bool {
-        let sample = BTreeMap::from([(0, dp.to_vec())]);
-        match self.reg.targets().duration(&sample) {
+        match self.reg.targets().get(0).and_then(|t| t.duration(dp)) {
             Some(dstar) => dstar < NEGLIGIBLE_PROGRESS * active.as_secs_f64(),
             None => dp.iter().all(|&p| p == 0.0),
         }
+    }
+
+    /// The current target rate of each metric (external mode has the one metric set, index 0).
+    fn target_rates(&self) -> Vec<f64> {
+        self.reg
+            .targets()
+            .get(0)
+            .map(|t| t.rates())
+            .unwrap_or_default()
     }
 
     fn report(&mut self, t: Duration, step: &tact_core::polite::Step, dp: &[f64]) -> Result<()> {
@@ -355,12 +357,7 @@ impl PoliteJob {
             .as_ref()
             .and_then(|e| e.dp.get(&0))
             .map_or(dp, |v| v.as_slice());
-        let target = self
-            .reg
-            .targets()
-            .get(0)
-            .map(|t| t.rates())
-            .unwrap_or_default();
+        let target = self.target_rates();
         if self.verbose {
             let e = step.eval.as_ref();
             eprintln!(

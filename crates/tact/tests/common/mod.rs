@@ -7,6 +7,17 @@ use std::time::{Duration, Instant};
 
 use tact_linux::ProcReader;
 
+/// Options that make tact judge within a second: 100 ms testpoints, a 5-testpoint bootstrap,
+/// no probation.
+pub const FAST_REGULATION: [&str; 6] = [
+    "--testpoint",
+    "100ms",
+    "--bootstrap",
+    "5",
+    "--probation",
+    "0",
+];
+
 pub fn tact() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tact"));
     // Keep tests' calibrated targets and crash records out of the user's directories.
@@ -87,17 +98,9 @@ pub fn start_stalling(dir: &Path, runtime: &Path) -> (Child, PathBuf) {
     let log = dir.join("trace.jsonl");
     let child = tact()
         .env("TACT_RUNTIME_DIR", runtime)
-        .args([
-            "run",
-            "--testpoint",
-            "100ms",
-            "--bootstrap",
-            "5",
-            "--probation",
-            "0",
-            "--max-suspend",
-            "60s",
-        ])
+        .arg("run")
+        .args(FAST_REGULATION)
+        .args(["--max-suspend", "60s"])
         .arg("--progress")
         .arg(format!("file:{}", counter.display()))
         .arg("--state-dir")
