@@ -51,11 +51,14 @@ pub enum Error {
     #[error("guard: {what}: {source}")]
     Guard { what: String, source: io::Error },
 
-    /// No directory for state files could be chosen.
+    /// The fallback directory for state files exists but is not private to this user, so its
+    /// records could make `recover` signal processes the user never stopped.
     #[error(
-        "no runtime directory for state files: XDG_RUNTIME_DIR is not set and we are not root"
+        "{} is not a private directory of this user (owner uid {uid}, mode {mode:o}); \
+         set XDG_RUNTIME_DIR to a directory only you can write",
+        path.display()
     )]
-    NoRuntimeDir,
+    NotPrivate { path: PathBuf, uid: u32, mode: u32 },
 }
 
 /// Result with this crate's [`Error`].

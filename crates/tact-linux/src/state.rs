@@ -32,7 +32,8 @@ pub struct StateDir {
 
 impl StateDir {
     /// `/run/tact` for root, `$XDG_RUNTIME_DIR/tact` for others (both are private to the user
-    /// and cleared at boot, when no process can be stopped any more).
+    /// and cleared at boot, when no process can be stopped any more), and without a login session
+    /// (cron, a bare ssh) a private `tact-<uid>` directory in the temporary directory.
     pub fn default_dir() -> Result<PathBuf> {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } == 0 {
@@ -40,7 +41,7 @@ impl StateDir {
         }
         match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(dir) if !dir.is_empty() => Ok(Path::new(&dir).join("tact")),
-            _ => Err(Error::NoRuntimeDir),
+            _ => private_dir_in(&std::env::temp_dir()),
         }
     }
 
@@ -102,6 +103,29 @@ impl StateDir {
             self.me.pid, self.me.start_time, root.pid, root.start_time
         ))
     }
+}
+
+/// `base/tact-<euid>`, created mode 0700. `base` is shared (the temporary directory), so a
+/// directory of that name that another user owns, or that others may write, is refused.
+fn private_dir_in(base: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let dir = base.join(format!("tact-{uid}"));
+    match DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::io(&dir, e)),
+    }
+    let meta = fs::symlink_metadata(&dir).map_err(|e| Error::io(&dir, e))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(Error::NotPrivate {
+            path: dir,
+            uid: meta.uid(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    Ok(dir)
 }
 
 /// What [`recover`] did.
@@ -181,6 +205,25 @@ fn resume_if_same(reader: &ProcReader, id: ProcId) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_fallback_runtime_dir_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let dir = private_dir_in(base.path()).unwrap();
+        let mode = fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // Reused as it is on the next call.
+        assert_eq!(private_dir_in(base.path()).unwrap(), dir);
+        // Opened up by someone: refused, with a way out named.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir_in(base.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("not a private directory") && e.contains("XDG_RUNTIME_DIR"),
+            "{e}"
+        );
+    }
+
     use super::*;
     use std::process::{Child, Command};
 
