@@ -455,6 +455,157 @@ fn verdicts_are_reported_for_tracing() {
     );
 }
 
+/// A regulator whose suspensions past `every` are served in pieces, driven at rate 20 (target
+/// 100) until its first such suspension; returns it with the time the first piece ends.
+fn in_a_pieced_suspension(every: Duration) -> (Driver, Duration) {
+    let mut d = Driver::new(PoliteConfig {
+        peek_every: Some(every),
+        max_suspension: Duration::from_secs(16),
+        ..cfg()
+    });
+    d.bootstrap(100.0);
+    loop {
+        let before = d.now + P;
+        if d.period(20.0) == Decision::Suspend(every) {
+            // Suspensions double from 200 ms; the first past `every` is served in pieces.
+            assert!(d.reg.suspended_until(before) > Some(before + every));
+            return (d, before + every);
+        }
+        assert!(d.now < Duration::from_secs(60), "never suspended past 1 s");
+    }
+}
+
+fn peek(d: &mut Driver, rate: f64) -> tact_core::polite::Step {
+    d.now += P;
+    d.reg
+        .step(
+            d.now,
+            Obs {
+                index: 0,
+                dp: &[rate * P.as_secs_f64()],
+                active: P,
+                quiet: None,
+            },
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_poor_peek_sits_out_the_rest_of_the_suspension() {
+    let (mut d, piece_end) = in_a_pieced_suspension(Duration::from_secs(1));
+    let target = d.reg.targets().clone();
+    d.now = piece_end;
+    let s = peek(&mut d, 20.0);
+    assert_eq!(s.kind, SampleKind::Peek);
+    // 1.6 s in all: 1 s piece, 200 ms peek, 400 ms left.
+    assert_eq!(s.decision, Decision::Suspend(Duration::from_millis(400)));
+    assert_eq!(d.reg.targets(), &target, "a peek must not calibrate");
+    d.now += Duration::from_millis(400);
+    // Past the end the next sample is judged as usual, and the doubling went on meanwhile.
+    assert_eq!(peek(&mut d, 20.0).kind, SampleKind::Judged);
+    assert_eq!(d.reg.next_suspension(), Duration::from_millis(3200));
+}
+
+#[test]
+fn a_peek_at_the_target_ends_the_suspension_early() {
+    let (mut d, piece_end) = in_a_pieced_suspension(Duration::from_secs(1));
+    d.now = piece_end;
+    // 85 of a target 100 passes (the pass level is 80%): contention is over.
+    let s = peek(&mut d, 85.0);
+    assert_eq!((s.kind, s.decision), (SampleKind::Peek, Decision::Run));
+    assert_eq!(d.reg.suspended_until(d.now), None);
+    // The doubling is untouched: contention that is still there meets the doubled suspension.
+    assert_eq!(d.reg.next_suspension(), Duration::from_millis(3200));
+    assert_eq!(peek(&mut d, 85.0).kind, SampleKind::Judged);
+}
+
+#[test]
+fn without_peeks_a_suspension_is_served_whole() {
+    let mut d = Driver::new(PoliteConfig {
+        peek_every: None,
+        max_suspension: Duration::from_secs(8),
+        ..cfg()
+    });
+    d.bootstrap(100.0);
+    let mut longest = Duration::ZERO;
+    for _ in 0..40 {
+        longest = longest.max(d.period(20.0).suspension());
+    }
+    assert_eq!(longest, Duration::from_secs(8));
+}
+
+#[test]
+fn pressure_puts_off_peeks_while_busy_and_wakes_the_job_when_calm() {
+    let ms = Duration::from_millis;
+    // Calm from the start proves nothing (the foreground may not show in PSI): no early wake,
+    // and a busy machine at the end of a piece puts the peek off by another piece.
+    let (mut d, piece_end) = in_a_pieced_suspension(Duration::from_secs(1));
+    let start = piece_end - Duration::from_secs(1);
+    assert_eq!(d.reg.hold(start + ms(250), Some(0.0)), Some(ms(750)));
+    assert_eq!(d.reg.hold(start + ms(900), Some(0.01)), Some(ms(100)));
+    assert_eq!(
+        d.reg.hold(piece_end, Some(0.6)),
+        Some(ms(600)),
+        "to the end of the 1.6 s"
+    );
+    assert_eq!(
+        d.reg.hold(piece_end + ms(600), Some(0.6)),
+        None,
+        "suspension over"
+    );
+
+    // Busy, then calm for calm_for (1 s): resume at once for a peek, long before the piece ends.
+    let (mut d, piece_end) = in_a_pieced_suspension(Duration::from_secs(4));
+    let start = piece_end - Duration::from_secs(4);
+    let mut woke = None;
+    let mut t = start;
+    for stall in [0.5, 0.3, 0.0, 0.0, 0.02, 0.0, 0.0, 0.0, 0.0] {
+        t += ms(250);
+        if d.reg.hold(t, Some(stall)).is_none() {
+            woke = Some(t - start);
+            break;
+        }
+    }
+    assert_eq!(woke, Some(ms(1750)), "busy until 500 ms, calm from 750 ms");
+    d.now = t;
+    assert_eq!(peek(&mut d, 90.0).decision, Decision::Run);
+}
+
+#[test]
+fn a_slow_peek_on_a_calm_machine_after_busy_contention_lowers_the_target() {
+    let ms = Duration::from_millis;
+    let (mut d, piece_end) = in_a_pieced_suspension(Duration::from_secs(4));
+    let start = piece_end - Duration::from_secs(4);
+    let target = |d: &Driver| d.reg.targets().get(0).unwrap().rates()[0];
+    let before = target(&d);
+    // The foreground shows in PSI, then leaves; the job, resumed, is still at half its target.
+    assert!(d.reg.hold(start + ms(250), Some(0.9)).is_some());
+    assert!(d.reg.hold(start + ms(500), Some(0.0)).is_some());
+    assert_eq!(d.reg.hold(start + ms(1500), Some(0.0)), None);
+    d.now = start + ms(1500);
+    let s = peek(&mut d, before / 2.0);
+    assert_eq!(
+        (s.kind, s.decision),
+        (SampleKind::Recalibrated, Decision::Run)
+    );
+    let after = target(&d);
+    assert!(
+        (after - 0.875 * before).abs() < 1e-6 * before,
+        "a quarter of the way to half the target: {before} -> {after}"
+    );
+    // Where the machine never showed pressure, a slow peek is contention PSI cannot see: the
+    // suspension goes on and the target stays.
+    let (mut d, piece_end) = in_a_pieced_suspension(Duration::from_secs(4));
+    let before = target(&d);
+    assert_eq!(d.reg.hold(piece_end - ms(1500), Some(0.0)), Some(ms(1500)));
+    assert_eq!(d.reg.hold(piece_end, Some(0.0)), None);
+    d.now = piece_end;
+    let s = peek(&mut d, before / 2.0);
+    assert_eq!(s.kind, SampleKind::Peek);
+    assert!(matches!(s.decision, Decision::Suspend(_)));
+    assert_eq!(target(&d), before);
+}
+
 proptest! {
     /// A job whose rate never drops is never suspended (probation off).
     #[test]

@@ -42,4 +42,4 @@ pub use error::{Error, Result};
 pub use guard::Guard;
 pub use probe::proc::{ProcId, ProcReader};
 pub use probe::progress::{ProgressMeter, ProgressSource};
-pub use probe::psi::PsiReader;
+pub use probe::psi::{PsiReader, StallMeter};

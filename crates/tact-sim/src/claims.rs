@@ -137,9 +137,14 @@ pub struct CalibrationReport {
 /// §9.6: calibration started inside a burst, probation 24 h, n_avg 10,000, 48 h of bursty
 /// diurnal load with contention factor 1600/480.
 pub fn calibration(seed: u64) -> CalibrationReport {
+    calibration_with(seed, PoliteConfig::default())
+}
+
+/// [`calibration`] with other regulator settings (the probation stays the paper's 24 h).
+pub fn calibration_with(seed: u64, base: PoliteConfig) -> CalibrationReport {
     let config = PoliteConfig {
         probation: Some(HOUR * 24),
-        ..PoliteConfig::default()
+        ..base
     };
     let load = LoadPattern::Bursty(Bursty::paper_calibration(seed));
     let mut scenario = Scenario::new(config.clone(), load, paper_contention());

@@ -77,12 +77,14 @@ fn second_day_uses_idle_time_and_rarely_overlaps_the_foreground() {
         "busy {}",
         s.foreground_busy_fraction
     );
-    // Paper: E = 38%, interference 6%. Spec section 7 aims for E ≥ 70% with interference ≤ 6%,
-    // which S_max = 60 s (paper ≈ 300 s) reaches.
+    // Paper: E = 38%, interference 6%. Spec section 7 aims for E ≥ 70% with interference ≤ 6%
+    // and a median overshoot of at most 10 s, which S_max = 60 s (paper ≈ 300 s) and a peek
+    // every 100 testpoints reach (without peeks: overshoot 12 s).
     assert!(s.efficiency >= 0.70, "E = {}", s.efficiency);
     assert!(
         s.interference_share <= 0.06,
         "interference {}",
         s.interference_share
     );
+    assert!(s.overshoot.median <= 10.0, "overshoot {:?}", s.overshoot);
 }

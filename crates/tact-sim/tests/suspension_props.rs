@@ -27,10 +27,13 @@ fn script() -> impl Strategy<Value = LoadPattern> {
         })
 }
 
+/// Suspensions served whole: with peeks, a long suspension is handed out in pieces, which hides
+/// the doubling these tests check (the pieces are tested in tact-core's regulator tests).
 fn config(max_suspension: Duration) -> PoliteConfig {
     PoliteConfig {
         probation: Some(Duration::ZERO),
         max_suspension,
+        peek_every: None,
         ..PoliteConfig::default()
     }
 }

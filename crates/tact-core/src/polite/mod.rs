@@ -5,12 +5,14 @@
 //! calibrates itself and answers run, or suspend for a while. The caller (library or `tact run`)
 //! carries out the answer; this module only decides.
 
+pub mod arbiter;
 mod config;
 mod poll;
 mod regulator;
 mod target;
 
+pub use arbiter::{Arbiter, DEFAULT_HALF_LIFE};
 pub use config::{ConfigError, PoliteConfig};
 pub use poll::{PollInterval, PollPolicy};
-pub use regulator::{Decision, Evaluation, Obs, Phase, Regulator, SampleKind, Step};
+pub use regulator::{Decision, Evaluation, Obs, ObsError, Phase, Regulator, SampleKind, Step};
 pub use target::{Target, TargetSet, TARGETS_VERSION};

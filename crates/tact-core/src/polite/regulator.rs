@@ -73,6 +73,12 @@ pub enum SampleKind {
     Bootstrap,
     /// Evaluated and judged by the sign test.
     Judged,
+    /// One testpoint of running inside a long suspension: compared with the target to see
+    /// whether the suspension can end early, neither judged nor calibrated.
+    Peek,
+    /// A peek slower than the target although the machine had calmed down after being busy:
+    /// the target moves towards it (`calm_weight`) and the suspension ends.
+    Recalibrated,
 }
 
 /// The figures of one evaluated testpoint, for traces and `--json-log`.
@@ -134,7 +140,23 @@ pub struct Regulator {
     n: u32,
     c: u32,
     next_suspension: Duration,
+    /// End of the current piece of suspension: a sample before it ran when it should not have.
     hold_until: Option<Duration>,
+    /// End of a suspension served in pieces with peeks between them (`cfg.peek_every`).
+    suspended_until: Option<Duration>,
+    /// What `hold` has seen of the machine's pressure during the current suspension.
+    pressure: Pressure,
+    /// The machine was seen busy since the last good verdict: contention that PSI shows.
+    episode_busy: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Pressure {
+    busy_seen: bool,
+    busy_now: bool,
+    calm_since: Option<Duration>,
+    /// The machine had been calm for `calm_for` when the unit last resumed to peek.
+    calm_at_peek: bool,
 }
 
 impl Regulator {
@@ -167,6 +189,9 @@ impl Regulator {
             n: 0,
             c: 0,
             hold_until: None,
+            suspended_until: None,
+            pressure: Pressure::default(),
+            episode_busy: false,
         })
     }
 
@@ -185,6 +210,60 @@ impl Regulator {
     /// The suspension the next poor verdict will impose.
     pub fn next_suspension(&self) -> Duration {
         self.next_suspension
+    }
+
+    /// Until when the unit is meant to stay suspended, peeks aside, if it is.
+    pub fn suspended_until(&self, now: Duration) -> Option<Duration> {
+        self.suspended_until
+            .max(self.hold_until)
+            .filter(|&until| now < until)
+    }
+
+    /// While the unit is suspended: how much longer it should stay so, or `None` to resume it
+    /// now. `stall` is the machine's stall fraction (PSI `some`, the largest of cpu, io and
+    /// memory) since the previous call, when the caller can measure it; the unit is stopped, so
+    /// the stall is the other work's. Pressure shapes suspensions served with peeks (spec
+    /// section 7): a scheduled peek is skipped while the machine is busy, and once it has been
+    /// busy during this suspension, calm for `calm_for` ends the piece at once so the unit peeks
+    /// early. Callers poll this every few hundred milliseconds while the unit is stopped.
+    pub fn hold(&mut self, now: Duration, stall: Option<f64>) -> Option<Duration> {
+        let Some(end) = self.suspended_until.filter(|&e| now < e) else {
+            // A suspension served whole (or none): only the clock matters.
+            return self.hold_until.filter(|&h| now < h).map(|h| h - now);
+        };
+        let hold = self.hold_until.unwrap_or(now);
+        if let Some(stall) = stall.filter(|s| s.is_finite()) {
+            let p = &mut self.pressure;
+            if stall >= self.cfg.pressure_busy {
+                p.busy_seen = true;
+                p.calm_since = None;
+            } else if stall < self.cfg.pressure_calm {
+                p.calm_since.get_or_insert(now);
+            } else {
+                p.calm_since = None;
+            }
+            p.busy_now = stall >= self.cfg.pressure_busy;
+            self.episode_busy |= p.busy_now;
+            let calm = p.calm_since.is_some_and(|t| now - t >= self.cfg.calm_for);
+            p.calm_at_peek = calm;
+            if p.busy_seen && calm {
+                self.hold_until = Some(now);
+                return None;
+            }
+        } else {
+            self.pressure.calm_at_peek = false;
+        }
+        if now < hold {
+            return Some(hold - now);
+        }
+        if self.pressure.busy_now {
+            // The foreground is visibly still at it: a peek would only add to the contention.
+            let every = self.cfg.peek_every.expect("pieces only exist with peeks");
+            let next = (now + every).min(end);
+            self.hold_until = Some(next);
+            return Some(next - now);
+        }
+        None
     }
 
     /// One testpoint of the unit at time `now`.
@@ -213,6 +292,12 @@ impl Regulator {
             ));
         }
         self.hold_until = None;
+        if let Some(end) = self.suspended_until {
+            if now < end {
+                return Ok(self.peek(now, end));
+            }
+            self.suspended_until = None;
+        }
         if now.saturating_sub(self.last_eval) < self.cfg.period {
             return Ok(step(Decision::Run, SampleKind::Accumulated, None));
         }
@@ -275,6 +360,7 @@ impl Regulator {
             }
             Verdict::Good => {
                 self.next_suspension = self.cfg.initial_suspension;
+                self.episode_busy = false;
                 self.clear_window();
                 Decision::Run
             }
@@ -299,9 +385,68 @@ impl Regulator {
             }
         }
         if let Decision::Suspend(s) = decision {
-            self.hold_until = Some(now + s);
+            let piece = match self.cfg.peek_every {
+                // Probation's suspensions are its duty cap, which peeks must not cut short.
+                Some(every) if s > every && self.phase == Phase::Regulated => {
+                    self.suspended_until = Some(now + s);
+                    self.pressure = Pressure::default();
+                    every
+                }
+                _ => s,
+            };
+            self.hold_until = Some(now + piece);
+            decision = Decision::Suspend(piece);
         }
         Ok(step(decision, SampleKind::Judged, Some(eval)))
+    }
+
+    /// A sample taken between two pieces of a suspension. One testpoint of running is enough to
+    /// tell the end of heavy contention from its middle, and a peek that passes ends the
+    /// suspension without touching the doubling: if contention is still there, the next poor
+    /// verdict suspends for the doubled length. Peeks do not calibrate: a job that was stopped
+    /// for seconds often runs slower for a moment (its pipes and caches refill).
+    fn peek(&mut self, now: Duration, end: Duration) -> Step {
+        if self.acc_active < self.cfg.period {
+            return step(Decision::Run, SampleKind::Accumulated, None);
+        }
+        let (samples, active) = self.take();
+        self.last_eval = now;
+        let d = active.as_secs_f64();
+        let dstar = self.targets.duration(&samples);
+        let pass = dstar
+            .map(|t| active <= self.cfg.hung && d * self.cfg.peek_pass <= t * (1.0 + POOR_SLACK));
+        let recalibrate = pass == Some(false)
+            && self.episode_busy
+            && self.pressure.calm_at_peek
+            && self.cfg.calm_weight > 0.0;
+        let single = (samples.len() == 1)
+            .then(|| samples.iter().next().expect("one"))
+            .map(|(i, dp)| (*i, dp.clone()));
+        let eval = self.evaluation(d, samples, dstar, pass.map(|p| !p), None);
+        if pass == Some(true) {
+            self.suspended_until = None;
+            return step(Decision::Run, SampleKind::Peek, Some(eval));
+        }
+        if recalibrate {
+            // The contention that PSI showed is over and the machine stays calm, yet the job is
+            // slow: it is slower on its own (other data, a later phase) than its target.
+            if let Some((i, dp)) = single {
+                self.targets.update(
+                    i,
+                    &dp,
+                    d,
+                    self.cfg.bootstrap,
+                    1.0 - self.cfg.calm_weight,
+                    self.cfg.ridge,
+                );
+            }
+            self.suspended_until = None;
+            return step(Decision::Run, SampleKind::Recalibrated, Some(eval));
+        }
+        let every = self.cfg.peek_every.expect("pieces only exist with peeks");
+        let piece = (end - now).min(every);
+        self.hold_until = Some(now + piece);
+        step(Decision::Suspend(piece), SampleKind::Peek, Some(eval))
     }
 
     fn check(&self, obs: &Obs) -> Result<(), ObsError> {

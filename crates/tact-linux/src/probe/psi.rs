@@ -1,9 +1,11 @@
 //! Pressure stall information (`/proc/pressure/{cpu,io,memory}`, spec 5.5): how much of the time
 //! some task waited for a resource. tact uses it to tell whether a calibration ran on a quiet
-//! machine, in which case the calibrated target can be trusted without a probation.
+//! machine, in which case the calibrated target can be trusted without a probation, and, while a
+//! job is stopped, whether the rest of the machine is still busy (`StallMeter`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use crate::error::{Error, Result};
 
@@ -85,6 +87,38 @@ impl PsiReader {
     }
 }
 
+/// The stall fraction between two readings: the largest over cpu, io and memory of
+/// Δtotal / Δt, so a short burst shows at once (the `avg10` figures lag by seconds).
+#[derive(Debug, Clone)]
+pub struct StallMeter {
+    reader: PsiReader,
+    last: Option<([Option<u64>; 3], Instant)>,
+}
+
+impl StallMeter {
+    pub fn new(reader: PsiReader) -> Self {
+        StallMeter { reader, last: None }
+    }
+
+    /// The stall fraction since the previous call; None on the first call, when PSI is
+    /// unavailable, or when no time has passed.
+    pub fn stall(&mut self) -> Option<f64> {
+        let now = Instant::now();
+        let totals = RESOURCES.map(|r| self.reader.some(r).ok().map(|p| p.total_us));
+        let (prev, then) = self.last.replace((totals, now))?;
+        let dt = (now - then).as_secs_f64() * 1e6;
+        if dt <= 0.0 {
+            return None;
+        }
+        totals
+            .iter()
+            .zip(prev)
+            .filter_map(|(t, p)| Some(t.as_ref()?.saturating_sub(p?) as f64 / dt))
+            .reduce(f64::max)
+            .map(|f| f.min(1.0))
+    }
+}
+
 impl Default for PsiReader {
     fn default() -> Self {
         Self::new()
@@ -132,6 +166,23 @@ mod tests {
 
     const CALM: &str = "some avg10=0.50 avg60=0.20 avg300=0.10 total=1000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
     const BUSY: &str = "some avg10=12.34 avg60=3.00 avg300=1.00 total=99999999\nfull avg10=5.00 avg60=1.00 avg300=0.50 total=555\n";
+
+    #[test]
+    fn stall_is_the_busiest_resource_since_the_last_reading() {
+        let dir = fixture(CALM, CALM, CALM);
+        let mut meter = StallMeter::new(PsiReader::with_root(dir.path()));
+        assert_eq!(meter.stall(), None, "no interval yet");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // io stalls for 10 ms more than it did: at most 10 ms / 50 ms of the interval.
+        fs::write(
+            dir.path().join("io"),
+            CALM.replace("total=1000", "total=11000"),
+        )
+        .unwrap();
+        let s = meter.stall().unwrap();
+        assert!(s > 0.0 && s <= 0.2, "stall {s}");
+        assert_eq!(meter.stall(), Some(0.0));
+    }
 
     #[test]
     fn parses_the_some_line() {
