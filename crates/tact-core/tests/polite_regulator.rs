@@ -514,8 +514,8 @@ fn a_peek_at_the_target_ends_the_suspension_early() {
     let s = peek(&mut d, 85.0);
     assert_eq!((s.kind, s.decision), (SampleKind::Peek, Decision::Run));
     assert_eq!(d.reg.suspended_until(d.now), None);
-    // The doubling is untouched: contention that is still there meets the doubled suspension.
-    assert_eq!(d.reg.next_suspension(), Duration::from_millis(3200));
+    // Like a good verdict, a peek that passes starts the doubling again from one testpoint.
+    assert_eq!(d.reg.next_suspension(), P);
     assert_eq!(peek(&mut d, 85.0).kind, SampleKind::Judged);
 }
 
