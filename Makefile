@@ -3,14 +3,20 @@ CARGO ?= cargo
 VENV  := .venv
 PY    := $(VENV)/bin/python
 
-.PHONY: build test bench bench-quick demo lint clean
+.PHONY: build test python bench bench-quick bench-library demo lint clean
 
 build:
 	$(CARGO) build --release -p tact
 	@echo "built target/release/tact"
 
-test:
+test: python
 	$(CARGO) test --workspace --all-targets
+	$(PY) -m pytest -q python/tests
+
+# The Python package `tact` (python/): maturin builds crates/tact-py into .venv, in place.
+python: $(PY)
+	$(PY) -m pip install -q -r python/requirements-dev.txt
+	cd python && VIRTUAL_ENV=$(abspath $(VENV)) $(abspath $(VENV))/bin/maturin develop --release
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -26,6 +32,19 @@ BENCH_POLITE := --testpoint 100ms --reps 5 --tree-mb 4400 --scale 50 --burst-sec
 bench: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact $(BENCH_POLITE) --out bench/out/polite
 	$(CARGO) run -q --release -p tact-sim --example polite_claims -- bench/out/polite-sim.json
+	$(MAKE) bench-library
+
+# bench/library (see bench/library/README.md): MS Manners Figure 9 with tact-lib, two regulated
+# threads on two emulated disks (loop devices throttled by a cgroup), tact vs unregulated; then the
+# cost of a testpoint in Rust, C and Python. Needs root, losetup, and cgroup v1 blkio throttling or
+# v2 io.max; about 6 minutes (the first run also writes two 2 GiB images to /var/tmp). Both scripts
+# wait while $(BENCH_LOCK) exists and hold it while they run; `make bench-library BENCH_LOCK=`
+# skips that (when you hold the lock yourself).
+BENCH_LOCK ?= /tmp/tact-bench.lock
+
+bench-library: $(PY)
+	$(PY) bench/library/run.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/library
+	$(PY) bench/library/cost.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/library
 
 bench-quick: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick

@@ -60,6 +60,11 @@ pub enum Command {
     Demo(DemoArgs),
     /// Resume processes that a crashed tact left stopped (also done at the start of every command).
     Recover,
+    /// Hand out the machine-wide run turn, so that regulated jobs run one at a time.
+    #[command(after_help = DAEMON_EXAMPLES)]
+    Daemon(DaemonArgs),
+    /// Show the jobs registered with the daemon: state, progress against target, duty cycle.
+    Status(StatusArgs),
     /// Internal: the watchdog that resumes a job if its regulator dies.
     #[command(name = "__guard", hide = true)]
     Guard,
@@ -104,6 +109,11 @@ pub struct PoliteArgs {
     /// Longest single suspension; suspensions double from one testpoint period up to this.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = positive_duration)]
     pub max_suspend: Duration,
+    /// Serve suspensions longer than this in pieces, with one testpoint of running (a peek)
+    /// between them; a peek at 80% of the target or more ends the suspension early. `off` serves
+    /// them whole, as the paper did [default: 100 testpoints].
+    #[arg(long, value_name = "DUR|off", value_parser = peek)]
+    pub peek: Option<Peek>,
     /// Sign-test false-alarm level: lower reacts slower but suspends less by mistake.
     #[arg(long, value_name = "A", default_value_t = 0.05)]
     pub alpha: f64,
@@ -126,7 +136,49 @@ pub struct PoliteArgs {
     /// Write one JSON object per testpoint to FILE.
     #[arg(long, value_name = "FILE")]
     pub json_log: Option<PathBuf>,
+    /// Daemon to take turns through with other low-importance jobs (only one runs at a time)
+    /// [default: $TACT_SOCKET, else the user's or the system daemon if one runs, else none].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Priority among the daemon's jobs, -100 to 100: higher runs first, equals share fairly.
+    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i32).range(-100..=100))]
+    pub priority: i32,
 }
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Socket to listen on [default: $TACT_SOCKET, else /run/tact/daemon.sock for root,
+    /// $XDG_RUNTIME_DIR/tact/daemon.sock for other users].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (a loopback address: 127.0.0.1:PORT).
+    #[arg(long, value_name = "ADDR", value_parser = crate::daemon::metrics::loopback_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// A job holding the turn that neither releases nor reports for this long is presumed hung
+    /// and loses it.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
+    pub lease: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON (the daemon's `status` reply) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The daemon's socket [default: $TACT_SOCKET, else the user's daemon, else the system's].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+const DAEMON_EXAMPLES: &str = "\
+Examples:
+  tact daemon                                  one daemon for this user's jobs
+  sudo tact daemon                             one for the whole machine (/run/tact/daemon.sock)
+  tact daemon --metrics 127.0.0.1:9477         also export Prometheus metrics
+  TACT_SOCKET=/tmp/t.sock tact daemon          a separate instance; jobs find it through the variable
+
+Jobs register when a daemon runs and run alone when none does. `tact status` shows them.";
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -151,6 +203,22 @@ pub struct WorkArgs {
 pub fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim())
         .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 200ms, 30s, 5m"))
+}
+
+/// `--peek`: a positive duration, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peek {
+    Off,
+    Every(Duration),
+}
+
+fn peek(s: &str) -> Result<Peek, String> {
+    match s.trim() {
+        "off" | "none" => Ok(Peek::Off),
+        other => positive_duration(other)
+            .map(Peek::Every)
+            .map_err(|e| format!("{e}, or `off`")),
+    }
 }
 
 /// A human duration that must be greater than zero.

@@ -1,6 +1,7 @@
 //! The tact binary: wires probes (tact-linux), engines (tact-core) and actuators into jobs.
 
 mod cli;
+mod daemon;
 mod demo;
 mod jobs;
 mod paths;
@@ -29,6 +30,8 @@ fn main() -> ExitCode {
                 Command::Run(args) => jobs::run::run(args, cli.verbose),
                 Command::Attach(args) => jobs::attach::attach(args, cli.verbose),
                 Command::Demo(args) => demo::run(args).map(|()| 0),
+                Command::Daemon(args) => daemon::run(args),
+                Command::Status(args) => daemon::status::run(args),
                 Command::Guard | Command::Work(_) | Command::Recover => {
                     unreachable!("handled above")
                 }

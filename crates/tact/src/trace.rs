@@ -1,4 +1,4 @@
-//! `--json-log`: one JSON object per evaluated testpoint.
+//! `--json-log`: one JSON object per evaluated testpoint, and one per stop when the job resumes.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -38,6 +38,18 @@ struct Line<'a> {
     next_suspend: f64,
 }
 
+/// The end of one stop of the job: how long it lasted and what the machine's pressure did.
+#[derive(Serialize)]
+struct Resumed {
+    t: f64,
+    kind: &'static str,
+    /// Seconds the job was stopped.
+    stopped: f64,
+    /// Largest and last stall fraction (PSI `some`, busiest resource) seen while it was stopped.
+    stall_max: Option<f64>,
+    stall_last: Option<f64>,
+}
+
 impl JsonLog {
     pub fn create(path: &Path) -> Result<Self> {
         let f = File::create(path)
@@ -74,7 +86,28 @@ impl JsonLog {
             suspend: step.decision.suspension().as_secs_f64(),
             next_suspend: next_suspend.as_secs_f64(),
         };
-        serde_json::to_writer(&mut self.out, &line)?;
+        self.line(&line)
+    }
+
+    /// A job resumed at `t` after `stopped`; `stall` as in [`Resumed`].
+    pub fn resumed(
+        &mut self,
+        t: Duration,
+        stopped: Duration,
+        stall_max: Option<f64>,
+        stall_last: Option<f64>,
+    ) -> Result<()> {
+        self.line(&Resumed {
+            t: t.as_secs_f64(),
+            kind: "resumed",
+            stopped: stopped.as_secs_f64(),
+            stall_max,
+            stall_last,
+        })
+    }
+
+    fn line(&mut self, line: &impl Serialize) -> Result<()> {
+        serde_json::to_writer(&mut self.out, line)?;
         self.out.write_all(b"\n")?;
         // Flushed per line so that a trace of a job that is killed is complete up to that moment.
         self.out.flush().context("cannot write --json-log")

@@ -4,5 +4,6 @@ pub mod attach;
 mod events;
 mod polite;
 pub mod run;
+mod turn;
 
 pub use polite::setup_logging;

@@ -11,10 +11,14 @@ use tact_core::polite::{
 };
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::state::StateDir;
-use tact_linux::{Guard, JobTree, ProcReader, ProgressMeter, ProgressSource, PsiReader};
+use tact_linux::{
+    Guard, JobTree, ProcReader, ProgressMeter, ProgressSource, PsiReader, StallMeter,
+};
+use tact_proto::{Report, ReportState};
 
 use super::events::{Event, Events, Received};
-use crate::cli::PoliteArgs;
+use super::turn::Turn;
+use crate::cli::{Peek, PoliteArgs};
 use crate::store::TargetStore;
 use crate::trace::JsonLog;
 
@@ -28,6 +32,14 @@ const QUIET_PSI_PERCENT: f64 = 5.0;
 const NEGLIGIBLE_PROGRESS: f64 = 0.1;
 /// Extra time the guard grants beyond the longest suspension before it presumes tact hung.
 const LEASE_SLACK: Duration = Duration::from_secs(5);
+/// How often a stopped job's regulator hears the machine's pressure: often enough that the end
+/// of the foreground's work shows within a fraction of the regulator's one-second calm period.
+const PRESSURE_TICK: Duration = Duration::from_millis(250);
+/// How long a job waits for the daemon's turn before tact stops it until the turn comes: a
+/// turn that is free comes back within a round trip.
+const QUICK_TURN: Duration = Duration::from_millis(5);
+/// How often a job stopped while it waits for its turn checks for signals and its own exit.
+const TURN_POLL: Duration = Duration::from_millis(100);
 
 pub fn setup_logging(verbose: bool) {
     use tracing_subscriber::EnvFilter;
@@ -54,6 +66,9 @@ pub struct Settings {
     pub verbose: bool,
     /// No --progress was given: say which source tact chose once the job is under regulation.
     pub default_progress: bool,
+    /// The daemon to take turns through (`None`: `$TACT_SOCKET` or the default, if one runs).
+    pub socket: Option<PathBuf>,
+    pub priority: i32,
 }
 
 impl Settings {
@@ -82,13 +97,30 @@ impl Settings {
                 humantime::format_duration(args.testpoint)
             );
         }
+        let base = PoliteConfig::with_period(args.testpoint);
+        if let Some(socket) = &args.socket {
+            // Named on the command line, a daemon that is not there is an error, checked before
+            // the command starts rather than found out once it runs.
+            if let Err(e) = tact_proto::Client::connect(socket) {
+                bail!(
+                    "--socket {}: {e} (start one with `tact daemon --socket {}`)",
+                    socket.display(),
+                    socket.display()
+                );
+            }
+        }
         let cfg = PoliteConfig {
+            peek_every: match args.peek {
+                Some(Peek::Off) => None,
+                Some(Peek::Every(d)) => Some(d),
+                None => base.peek_every,
+            },
             alpha: args.alpha,
             beta: args.beta,
             max_suspension: args.max_suspend,
             probation: args.probation,
             bootstrap: args.bootstrap,
-            ..PoliteConfig::with_period(args.testpoint)
+            ..base
         };
         cfg.validate()
             .map_err(|e| anyhow::anyhow!("{e} (see --alpha, --beta)"))?;
@@ -104,6 +136,8 @@ impl Settings {
             crash_records: StateDir::new(crate::paths::runtime_dir()?)?,
             verbose,
             default_progress,
+            socket: args.socket.clone(),
+            priority: args.priority,
         })
     }
 }
@@ -134,6 +168,8 @@ pub struct Summary {
     pub suspended: Duration,
     pub suspensions: u32,
     pub longest: Duration,
+    /// Of `suspended`, the time spent stopped while another job held the daemon's turn.
+    pub waited: Duration,
     pub target: Vec<f64>,
 }
 
@@ -151,6 +187,8 @@ pub struct PoliteJob {
     guard: Option<Guard>,
     poll: PollInterval,
     psi: PsiReader,
+    stall: StallMeter,
+    turn: Option<Turn>,
     start: Instant,
     summary: Summary,
 }
@@ -167,6 +205,8 @@ impl PoliteJob {
             crash_records,
             verbose,
             default_progress,
+            socket,
+            priority,
         } = settings;
         let tree = JobTree::attach(pid)?;
         let root = PidFd::open(pid)?;
@@ -175,6 +215,15 @@ impl PoliteJob {
             bail!("process {pid} exited while tact was attaching to it");
         }
         let names: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+        let shown = name.clone().unwrap_or_else(|| {
+            std::path::Path::new(program)
+                .file_name()
+                .map_or(program.to_string(), |f| f.to_string_lossy().into_owned())
+        });
+        let turn = Turn::join(socket.as_deref(), &shown, pid, priority)?;
+        if turn.is_some() && verbose {
+            eprintln!("tact: taking turns with other jobs through the daemon");
+        }
         let store = TargetStore::new(&state_dir, name.as_deref(), program, &names);
         let saved = store.load();
         let start = Instant::now();
@@ -207,6 +256,8 @@ impl PoliteJob {
             guard: None,
             poll: PollInterval::new(poll_policy(cfg_period)),
             psi: PsiReader::new(),
+            stall: StallMeter::new(PsiReader::new()),
+            turn,
             start,
             summary: Summary::default(),
         })
@@ -232,6 +283,9 @@ impl PoliteJob {
     }
 
     fn regulate_inner(&mut self, events: &mut Events) -> Result<Ended> {
+        if let Some(ended) = self.take_turn(events, false)? {
+            return Ok(ended);
+        }
         let mut last = self.meter.sample(&self.tree.members())?;
         let mut last_poll = Instant::now();
         let mut last_save = Instant::now();
@@ -279,8 +333,24 @@ impl PoliteJob {
             if let Some(guard) = &mut self.guard {
                 guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
             }
-            if let Decision::Suspend(s) = step.decision {
-                if let Some(ended) = self.suspend(events, s)? {
+            if let Decision::Suspend(_) = step.decision {
+                self.release_turn(&step, &dp);
+                if step.kind == SampleKind::Judged {
+                    self.summary.suspensions += 1;
+                }
+                if let Some(ended) = self.suspend(events)? {
+                    return Ok(ended);
+                }
+                last_poll = Instant::now();
+            } else if step.kind != SampleKind::Accumulated && self.should_yield(&step, &dp) {
+                // Another job waits for the turn: stop first, so the two never run at once.
+                let began = Instant::now();
+                self.stop()?;
+                self.release_turn(&step, &dp);
+                let ended = self.take_turn(events, true)?;
+                self.tree.resume()?;
+                self.summary.suspended += began.elapsed();
+                if let Some(ended) = ended {
                     return Ok(ended);
                 }
                 last_poll = Instant::now();
@@ -292,8 +362,48 @@ impl PoliteJob {
         }
     }
 
-    /// Stops the tree for `len`, or until the job exits or tact is signalled.
-    fn suspend(&mut self, events: &mut Events, len: Duration) -> Result<Option<Ended>> {
+    /// Stops the tree for as long as the regulator holds it, or until the job exits or tact is
+    /// signalled. The regulator hears the machine's pressure meanwhile, which may end a long
+    /// suspension early or put off a peek.
+    fn suspend(&mut self, events: &mut Events) -> Result<Option<Ended>> {
+        self.stop()?;
+        let began = Instant::now();
+        // The first reading only starts the interval: the stall before it includes the job's own.
+        self.stall.stall();
+        let mut stall = None;
+        let mut stall_max = None::<f64>;
+        let mut event = loop {
+            let Some(wait) = self.reg.hold(self.start.elapsed(), stall) else {
+                break None;
+            };
+            match events.wait(self.root.as_fd(), wait.min(PRESSURE_TICK))? {
+                Event::Timeout => {
+                    stall = self.stall.stall();
+                    stall_max = match (stall_max, stall) {
+                        (Some(m), Some(s)) => Some(m.max(s)),
+                        (m, s) => m.or(s),
+                    };
+                }
+                Event::Exited => break Some(Ended::Exited),
+                Event::Signal(sig) => break Some(Ended::Interrupted(sig)),
+            }
+        };
+        if event.is_none() {
+            // Resume only with the turn, if there is a daemon to take turns through.
+            event = self.take_turn(events, true)?;
+        }
+        self.tree.resume()?;
+        let took = began.elapsed();
+        if let Some(log) = &mut self.log {
+            log.resumed(self.start.elapsed(), took, stall_max, stall)?;
+        }
+        self.summary.suspended += took;
+        self.summary.longest = self.summary.longest.max(took);
+        Ok(event)
+    }
+
+    /// Stops the job's tree, with the guard and the crash record in place first.
+    fn stop(&mut self) -> Result<()> {
         if self.guard.is_none() {
             let exe = std::env::current_exe()
                 .context("cannot find tact's own executable for its guard")?;
@@ -310,18 +420,83 @@ impl PoliteJob {
             self.tree.resume().ok();
             return Err(e.into());
         }
+        Ok(())
+    }
+
+    /// Waits for the daemon's turn, if there is a daemon: at once when the turn is free,
+    /// otherwise with the job stopped (`stopped`: it already is) until the turn comes, the job
+    /// exits or tact is signalled.
+    fn take_turn(&mut self, events: &mut Events, stopped: bool) -> Result<Option<Ended>> {
+        let Some(turn) = self.turn.as_mut() else {
+            return Ok(None);
+        };
+        if turn.request(QUICK_TURN) != Some(false) {
+            return Ok(None);
+        }
+        if !stopped {
+            self.stop()?;
+        }
         let began = Instant::now();
-        let event = events.wait(self.root.as_fd(), len)?;
-        self.tree.resume()?;
-        let took = began.elapsed();
-        self.summary.suspended += took;
-        self.summary.suspensions += 1;
-        self.summary.longest = self.summary.longest.max(took);
-        Ok(match event {
-            Event::Timeout => None,
-            Event::Exited => Some(Ended::Exited),
-            Event::Signal(sig) => Some(Ended::Interrupted(sig)),
-        })
+        let ended = loop {
+            if let Some(guard) = &mut self.guard {
+                guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
+            }
+            let turn = self.turn.as_mut().expect("checked above");
+            if turn.granted(TURN_POLL) != Some(false) {
+                break None;
+            }
+            match events.wait(self.root.as_fd(), Duration::ZERO)? {
+                Event::Timeout => {}
+                Event::Exited => break Some(Ended::Exited),
+                Event::Signal(sig) => break Some(Ended::Interrupted(sig)),
+            }
+        };
+        self.summary.waited += began.elapsed();
+        if !stopped {
+            self.tree.resume()?;
+            // Within a suspension the wait counts there already.
+            self.summary.suspended += began.elapsed();
+        }
+        Ok(ended)
+    }
+
+    /// Gives the daemon's turn back at an evaluated testpoint.
+    fn release_turn(&mut self, step: &tact_core::polite::Step, dp: &[f64]) {
+        let report = self.turn_report(step, dp);
+        if let Some(turn) = self.turn.as_mut() {
+            turn.release(report);
+        }
+    }
+
+    /// At an evaluated testpoint of a job that runs on: whether to give the daemon's turn to a
+    /// job that waits for it.
+    fn should_yield(&mut self, step: &tact_core::polite::Step, dp: &[f64]) -> bool {
+        let report = self.turn_report(step, dp);
+        self.turn.as_mut().is_some_and(|t| t.should_yield(report))
+    }
+
+    /// The figures of `tact status` at this testpoint.
+    fn turn_report(&self, step: &tact_core::polite::Step, dp: &[f64]) -> Report {
+        let state = match (self.reg.phase(), step.decision) {
+            (_, Decision::Suspend(_)) => ReportState::Suspended,
+            (Phase::Bootstrap { .. }, _) => ReportState::Calibrating,
+            (Phase::Probation { .. }, _) => ReportState::Probation,
+            (Phase::Regulated, _) => ReportState::Running,
+        };
+        let first = |v: &[f64]| v.first().copied().filter(|r| r.is_finite() && *r >= 0.0);
+        let rate = step
+            .eval
+            .as_ref()
+            .filter(|e| e.d > 0.0)
+            .and_then(|e| first(dp).map(|p| p / e.d));
+        Report {
+            state,
+            rate,
+            target: first(&self.target_rates()).filter(|&r| r > 0.0),
+            unit: self.sources.first().map(|s| format!("{s}/s")),
+            suspended_ms: self.summary.suspended.as_millis() as u64,
+            suspend_for_ms: step.decision.suspension().as_millis() as u64,
+        }
     }
 
     /// Whether a poll's progress is worth less than a tenth of the time it covers at the target
@@ -428,8 +603,16 @@ impl Summary {
             .zip(sources)
             .map(|(r, s)| format!("{} {s}", fmt_rate(*r)))
             .collect();
+        let waited = if self.waited.is_zero() {
+            String::new()
+        } else {
+            format!(
+                "; waited {} for other jobs' turns",
+                humantime::format_duration(Duration::from_secs(self.waited.as_secs()))
+            )
+        };
         format!(
-            "tact: job ran {ran:.0}% of {}; suspended {} times (longest {}); target {}",
+            "tact: job ran {ran:.0}% of {}; suspended {} times (longest stop {}){waited}; target {}",
             humantime::format_duration(Duration::from_secs(self.elapsed.as_secs())),
             self.suspensions,
             humantime::format_duration(round_ms(self.longest)),

@@ -1,0 +1,121 @@
+//! The tact daemon as the supervisor's [`Coordinator`] (spec 2.6; the paper's superintendent):
+//! regulated processes that run at once slow each other and read that as contention, so while a
+//! daemon runs, one low-importance process on the machine executes at a time. The process-wide
+//! supervisor installs this when a daemon answers at `$TACT_SOCKET` or the default path at its
+//! start; when the daemon goes away, the process works alone and looks for it again every few
+//! seconds.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tact_proto::{Client, Hello, JobId, Kind, Report, ReportState};
+
+use crate::coordinator::{Coordinator, CoordinatorError, ReleaseReason, UnitReport};
+
+/// How often a process that lost its daemon tries to register again.
+const REJOIN_EVERY: Duration = Duration::from_secs(5);
+
+pub struct DaemonCoordinator {
+    path: PathBuf,
+    name: String,
+    /// The connection and this process's job on it, while registered.
+    joined: Option<(Client, JobId)>,
+    /// The priority the daemon knows this process by.
+    priority: i32,
+    last_attempt: Instant,
+}
+
+impl DaemonCoordinator {
+    /// A coordinator for this process if a daemon answers at the socket `$TACT_SOCKET` or the
+    /// default path names now; `None` (work alone) otherwise.
+    pub fn find(name: &str) -> Option<Self> {
+        let path = tact_proto::socket_path(None).ok()?;
+        if !path.exists() {
+            return None;
+        }
+        Self::connect(path, name)
+    }
+
+    /// A coordinator registered as `name` with the daemon at `path`; `None` if it does not
+    /// answer or refuses (the reason goes to stderr).
+    pub fn connect(path: PathBuf, name: &str) -> Option<Self> {
+        let mut c = DaemonCoordinator {
+            path,
+            name: name.chars().take(tact_proto::MAX_NAME).collect(),
+            joined: None,
+            priority: 0,
+            last_attempt: Instant::now(),
+        };
+        c.join(0).then_some(c)
+    }
+
+    fn join(&mut self, priority: i32) -> bool {
+        self.last_attempt = Instant::now();
+        let hello = Hello {
+            name: self.name.clone(),
+            pid: None,
+            priority,
+            kind: Kind::Library,
+        };
+        let joined = Client::connect(&self.path).and_then(|mut client| {
+            let job = client.hello(hello)?;
+            Ok((client, job))
+        });
+        match joined {
+            Ok(j) => {
+                self.joined = Some(j);
+                self.priority = priority;
+                true
+            }
+            Err(e) => {
+                eprintln!("tact: daemon at {}: {e}", self.path.display());
+                false
+            }
+        }
+    }
+}
+
+impl Coordinator for DaemonCoordinator {
+    fn acquire(&mut self, priority: i32) -> Result<(), CoordinatorError> {
+        if self.joined.is_none()
+            && (self.last_attempt.elapsed() < REJOIN_EVERY || !self.join(priority))
+        {
+            return Err("no tact daemon".into());
+        }
+        let (client, job) = self.joined.as_mut().expect("joined above");
+        let result = (|| {
+            if priority != self.priority {
+                client.set_priority(*job, priority)?;
+                self.priority = priority;
+            }
+            client.acquire(*job).map(drop)
+        })();
+        if result.is_err() {
+            self.joined = None;
+            self.last_attempt = Instant::now();
+        }
+        Ok(result?)
+    }
+
+    fn release(&mut self, ran: Duration, report: &UnitReport) {
+        let Some((client, job)) = self.joined.as_mut() else {
+            return;
+        };
+        let (state, suspend_for) = match report.reason {
+            ReleaseReason::Suspended(s) => (ReportState::Suspended, s),
+            _ => (ReportState::Running, Duration::ZERO),
+        };
+        let figures = Report {
+            state,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 0,
+            suspend_for_ms: suspend_for.as_millis().min(tact_proto::MAX_DAY_MS as u128) as u64,
+        };
+        if client.release(*job, ran, Some(figures)).is_err() {
+            self.joined = None;
+            self.last_attempt = Instant::now();
+        }
+    }
+}

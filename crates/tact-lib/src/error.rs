@@ -1,0 +1,26 @@
+//! What can go wrong in a testpoint.
+
+use std::path::PathBuf;
+
+use tact_core::polite::{ConfigError, ObsError};
+
+/// What can go wrong in a testpoint, a save, or setting up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad progress: NaN, negative or infinite, no metrics, or a metric count that changed for
+    /// an index. Nothing of the call was recorded.
+    #[error(transparent)]
+    Progress(#[from] ObsError),
+    /// A [`Config`](crate::Config) whose regulator parameters are inconsistent.
+    #[error("invalid regulation settings: {0}")]
+    Config(#[from] ConfigError),
+    /// The targets file could not be written.
+    #[error("cannot save targets to {}: {source}", path.display())]
+    Save {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// [`init`](crate::init) came after the process-wide supervisor had started.
+    #[error("tact is already set up in this process: call init() before the first testpoint")]
+    AlreadyStarted,
+}

@@ -1,0 +1,337 @@
+//! `--metrics ADDR`: Prometheus text exposition at `http://ADDR/metrics`, loopback only.
+//!
+//! The responder is a few lines of HTTP/1.1 (one route, GET and HEAD, `Connection: close`)
+//! rather than a server crate: a scraper asks for one page every few seconds, and a hand-rolled
+//! reader with a size limit and a timeout is easier to make robust than to audit a crate for.
+//! Requests are served one after the other on one thread, so a local client cannot make the
+//! daemon start threads; a slow one delays a scrape by at most [`READ_TIMEOUT`].
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tact_proto::{JobState, JobStatus, Status};
+
+use super::connection::Shared;
+
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest request head read; a scraper's is a few hundred bytes.
+const MAX_HEAD: usize = 8192;
+
+/// Parses `--metrics`: an IP address and port on the loopback interface. Metrics show who runs
+/// what, so they are not offered to the network; put a proxy in front to export them.
+pub fn loopback_addr(s: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = s.trim().parse().map_err(|_| {
+        format!("`{s}` is not an address and port, e.g. 127.0.0.1:9477 or [::1]:9477")
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "{addr} is not a loopback address; metrics are served on 127.0.0.1 or ::1 only \
+             (put a proxy in front to export them)"
+        ));
+    }
+    Ok(addr)
+}
+
+/// Starts serving; returns the address bound (the port, when `addr` asked for port 0).
+pub fn serve(addr: SocketAddr, shared: Arc<Shared>) -> Result<SocketAddr> {
+    let listener =
+        TcpListener::bind(addr).with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                match stream {
+                    Ok(stream) => {
+                        if let Err(e) = respond(stream, &shared) {
+                            tracing::debug!("metrics request: {e}");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("metrics: accept failed: {e}");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+        })
+        .context("cannot start the metrics thread")?;
+    Ok(bound)
+}
+
+fn respond(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    let head = read_head(&mut stream)?;
+    let mut words = head.split(|&b| b == b' ' || b == b'\r' || b == b'\n');
+    let (method, target, version) = (words.next(), words.next(), words.next());
+    let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or(t));
+    let (status, body, extra) = match (method, path, version) {
+        (_, _, Some(v)) if !v.starts_with(b"HTTP/1.") => ("400 Bad Request", String::new(), ""),
+        (Some(b"GET" | b"HEAD"), Some(b"/metrics"), _) => {
+            let now = Instant::now();
+            let status = {
+                let mut reg = shared.lock();
+                shared.schedule(&mut reg, now);
+                reg.status(now)
+            };
+            ("200 OK", render(&status), "")
+        }
+        (Some(b"GET" | b"HEAD"), Some(_), _) => (
+            "404 Not Found",
+            "tact: metrics are at /metrics\n".into(),
+            "",
+        ),
+        (Some(_), Some(_), Some(_)) => (
+            "405 Method Not Allowed",
+            String::new(),
+            "Allow: GET, HEAD\r\n",
+        ),
+        _ => ("400 Bad Request", String::new(), ""),
+    };
+    let mut reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\n{extra}Connection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if method != Some(&b"HEAD"[..]) {
+        reply.extend_from_slice(body.as_bytes());
+    }
+    stream.write_all(&reply)
+}
+
+/// The request line and headers, up to the blank line (the body of a GET is empty).
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        if head.len() > MAX_HEAD {
+            return Err(std::io::Error::other("request head too long"));
+        }
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(head)
+}
+
+/// The exposition text: one gauge family per job figure, and the daemon's counters.
+pub fn render(status: &Status) -> String {
+    let mut out = String::new();
+    let d = &status.daemon;
+    family(&mut out, "tact_daemon_jobs", "gauge", "Jobs registered.");
+    let _ = writeln!(out, "tact_daemon_jobs {}", status.jobs.len());
+    family(
+        &mut out,
+        "tact_daemon_connections",
+        "gauge",
+        "Open client connections.",
+    );
+    let _ = writeln!(out, "tact_daemon_connections {}", d.connections);
+    for (name, help, value) in [
+        (
+            "tact_daemon_connections_total",
+            "Client connections accepted.",
+            d.connections_total,
+        ),
+        (
+            "tact_daemon_grants_total",
+            "Run turns handed out.",
+            d.grants_total,
+        ),
+        (
+            "tact_daemon_revoked_total",
+            "Turns taken back from holders past their lease.",
+            d.revoked_total,
+        ),
+        (
+            "tact_daemon_errors_total",
+            "Requests refused.",
+            d.errors_total,
+        ),
+    ] {
+        family(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+    family(
+        &mut out,
+        "tact_daemon_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+    );
+    let _ = writeln!(out, "tact_daemon_uptime_seconds {}", d.uptime_s);
+    family(
+        &mut out,
+        "tact_daemon_lease_seconds",
+        "gauge",
+        "How long a holder may go without a testpoint.",
+    );
+    let _ = writeln!(
+        out,
+        "tact_daemon_lease_seconds {}",
+        d.lease_ms as f64 / 1000.0
+    );
+
+    family(
+        &mut out,
+        "tact_job_state",
+        "gauge",
+        "1 for the state the job is in, 0 for the others.",
+    );
+    for job in &status.jobs {
+        for state in JobState::ALL {
+            let on = u8::from(job.state == state);
+            let _ = writeln!(
+                out,
+                "tact_job_state{{{},state=\"{}\"}} {on}",
+                labels(job),
+                state.as_str()
+            );
+        }
+    }
+    type Figure = fn(&JobStatus) -> Option<f64>;
+    let figures: [(&str, &str, Figure); 7] = [
+        (
+            "tact_job_rate",
+            "Progress per second at the job's last evaluated testpoint.",
+            |j| j.rate,
+        ),
+        (
+            "tact_job_target",
+            "The job's calibrated target rate.",
+            |j| j.target,
+        ),
+        (
+            "tact_job_duty_cycle",
+            "Fraction of the last minute the job held the run turn.",
+            |j| Some(j.duty_cycle),
+        ),
+        (
+            "tact_job_suspended_seconds",
+            "Total time the job has been suspended, as it reported.",
+            |j| Some(j.suspended_s),
+        ),
+        (
+            "tact_job_seconds_since_yield",
+            "Seconds since the job's last testpoint.",
+            |j| Some(j.since_yield_s),
+        ),
+        (
+            "tact_job_priority",
+            "The job's priority (higher runs first).",
+            |j| Some(j.priority.into()),
+        ),
+        (
+            "tact_job_usage_seconds",
+            "Decayed run time the arbiter orders equal priorities by.",
+            |j| Some(j.usage_s),
+        ),
+    ];
+    for (name, help, value) in figures {
+        family(&mut out, name, "gauge", help);
+        for job in &status.jobs {
+            if let Some(v) = value(job) {
+                let _ = writeln!(out, "{name}{{{}}} {v}", labels(job));
+            }
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn labels(job: &JobStatus) -> String {
+    format!(
+        "job=\"{}\",name=\"{}\",user=\"{}\",pid=\"{}\"",
+        job.job,
+        escape(&job.name),
+        escape(&job.user),
+        job.pid
+    )
+}
+
+/// Label values escape backslash, double quote and newline (exposition format).
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tact_proto::{DaemonStatus, Kind};
+
+    #[test]
+    fn only_loopback_addresses() {
+        assert!(loopback_addr("127.0.0.1:9477").is_ok());
+        assert!(loopback_addr("[::1]:0").is_ok());
+        let e = loopback_addr("0.0.0.0:9").unwrap_err();
+        assert!(e.contains("not a loopback address"), "{e}");
+        assert!(loopback_addr("192.168.1.2:9").is_err());
+        assert!(loopback_addr("localhost")
+            .unwrap_err()
+            .contains("not an address"));
+    }
+
+    #[test]
+    fn exposition_has_one_help_per_family_and_escaped_labels() {
+        let job = JobStatus {
+            job: 3,
+            pid: 42,
+            uid: 1000,
+            user: "alice".into(),
+            name: "back\"up\\".into(),
+            kind: Kind::Run,
+            priority: 2,
+            state: JobState::Waiting,
+            suspended_for_s: None,
+            reported: None,
+            rate: Some(1.5),
+            target: None,
+            unit: None,
+            duty_cycle: 0.25,
+            suspended_s: 3.0,
+            since_yield_s: 0.5,
+            holding_s: None,
+            usage_s: 1.0,
+            age_s: 9.0,
+        };
+        let status = Status {
+            daemon: DaemonStatus {
+                pid: 1,
+                uptime_s: 10.0,
+                lease_ms: 10_000,
+                holder: None,
+                connections: 1,
+                connections_total: 4,
+                grants_total: 7,
+                revoked_total: 0,
+                errors_total: 2,
+            },
+            jobs: vec![job],
+        };
+        let text = render(&status);
+        let l = r#"job="3",name="back\"up\\",user="alice",pid="42""#;
+        assert!(
+            text.contains(&format!("tact_job_state{{{l},state=\"waiting\"}} 1")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("tact_job_state{{{l},state=\"running\"}} 0")));
+        assert!(text.contains(&format!("tact_job_rate{{{l}}} 1.5")));
+        assert!(!text.contains("tact_job_target{"));
+        assert!(text.contains(&format!("tact_job_priority{{{l}}} 2")));
+        assert!(text.contains("tact_daemon_grants_total 7"));
+        let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
+        let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        assert_eq!(helps, types);
+    }
+}

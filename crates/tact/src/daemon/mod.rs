@@ -1,0 +1,130 @@
+//! `tact daemon`: the machine-wide arbiter of spec 2.6 (the paper's superintendent, §4.5/§7.1).
+//!
+//! Regulated jobs that run together slow each other and can all back off on an idle machine, so
+//! only one low-importance job runs at a time: jobs register over a Unix socket
+//! (`docs/protocol.md`), ask for the run turn at each testpoint and give it back at the next one;
+//! the arbiter of `tact_core::polite` picks by priority, then least recent use.
+//!
+//! * [`socket`] binds the socket (one daemon per path) and removes it at exit;
+//! * [`connection`] serves each client on its own thread (blocking I/O, one request at a time);
+//! * [`registry`] is the shared state: jobs, the turn, leases (pure, time passed in);
+//! * [`permission`] decides who may register which process and control which job;
+//! * [`duty`] measures each job's share of the last minute; [`metrics`] exports it all;
+//! * [`status`] is the `tact status` client command.
+//!
+//! Threads rather than an async runtime: a daemon with a handful of clients, each of which
+//! mostly waits, reads best as straight-line code per connection around one mutex and condvar.
+
+mod connection;
+mod duty;
+pub mod metrics;
+mod permission;
+mod registry;
+mod socket;
+pub mod status;
+
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+
+use crate::cli::DaemonArgs;
+use connection::Shared;
+use registry::{Peer, Registry};
+
+/// Stack of a connection thread: requests are small and parsed with bounded recursion.
+const CONNECTION_STACK: usize = 512 * 1024;
+
+pub fn run(args: &DaemonArgs) -> Result<i32> {
+    let root = nix::unistd::geteuid().is_root();
+    let path = tact_proto::daemon_socket_path(args.socket.as_deref())?;
+    // Termination signals are blocked in every thread (threads inherit the mask) and taken by
+    // one, which removes the socket before exiting.
+    let mut signals = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(sig);
+    }
+    signals
+        .thread_block()
+        .context("cannot block termination signals")?;
+    let bound = socket::bind(&path, root)?;
+    let shared = Arc::new(Shared::new(Registry::new(args.lease, Instant::now())));
+    eprintln!(
+        "tact daemon: listening on {} (lease {:?})",
+        path.display(),
+        args.lease
+    );
+    if let Some(addr) = args.metrics {
+        let addr = metrics::serve(addr, shared.clone())?;
+        eprintln!("tact daemon: metrics on http://{addr}/metrics");
+    }
+    let cleanup = bound.path.clone();
+    let socket_id = socket::identity(&cleanup)?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let sig = signals.wait();
+            socket::remove(&cleanup, socket_id);
+            match sig {
+                Ok(sig) => eprintln!("tact daemon: stopping on {sig}"),
+                Err(e) => eprintln!("tact daemon: stopping ({e})"),
+            }
+            std::process::exit(0)
+        })
+        .context("cannot start the signal thread")?;
+    let mut next_conn = 0;
+    loop {
+        match bound.listener.accept() {
+            Ok((stream, _)) => {
+                next_conn += 1;
+                accept(stream, next_conn, &shared);
+            }
+            Err(e) => {
+                // Out of file descriptors, say: wait instead of spinning.
+                tracing::warn!("accepting a connection failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Starts serving a new connection on its own thread, unless the daemon is full.
+fn accept(stream: UnixStream, conn: u64, shared: &Arc<Shared>) {
+    let creds = match getsockopt(&stream, PeerCredentials) {
+        Ok(creds) => creds,
+        Err(e) => {
+            tracing::warn!("cannot learn who connected (SO_PEERCRED): {e}; closing");
+            return;
+        }
+    };
+    let peer = Peer {
+        conn,
+        uid: creds.uid(),
+        pid: creds.pid(),
+    };
+    let admitted = shared.lock().connect(peer.uid);
+    if let Err(refusal) = admitted {
+        // Answered "busy" and closed: a flood must not exhaust threads or file descriptors.
+        tracing::warn!(
+            "refusing a connection from pid {}: {}",
+            peer.pid,
+            refusal.message
+        );
+        let line = tact_proto::error_line(refusal.code, &refusal.message);
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+        let _ = std::io::Write::write_all(&mut &stream, &line);
+        return;
+    }
+    let shared_for_thread = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("conn-{conn}"))
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || connection::serve(stream, peer, &shared_for_thread));
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start a thread for pid {}: {e}", peer.pid);
+        shared.lock().disconnect(peer, Instant::now());
+    }
+}

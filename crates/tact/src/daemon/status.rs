@@ -1,0 +1,199 @@
+//! `tact status`: ask the daemon about its jobs, and print them as a table or as JSON.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use tact_proto::{Client, JobState, JobStatus, ReportState, Status};
+
+use crate::cli::StatusArgs;
+
+/// Exit status when no daemon runs at the socket.
+const NO_DAEMON: i32 = 1;
+
+pub fn run(args: &StatusArgs) -> Result<i32> {
+    let path = tact_proto::socket_path(args.socket.as_deref())?;
+    let mut client = match Client::connect(&path) {
+        Ok(client) => client,
+        Err(e) if e.no_daemon() => {
+            eprintln!("{}", no_daemon(&path));
+            return Ok(NO_DAEMON);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = client.status()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", table(&status, &path));
+    }
+    Ok(0)
+}
+
+fn no_daemon(path: &Path) -> String {
+    format!(
+        "tact: no daemon is running at {}.\n\
+         Start one with `tact daemon` (or `systemctl --user start tact`, or as root \
+         `systemctl start tact`),\n\
+         or point --socket or $TACT_SOCKET at a running one. Jobs run alone meanwhile.",
+        path.display()
+    )
+}
+
+fn table(status: &Status, path: &Path) -> String {
+    let d = &status.daemon;
+    let mut out = format!(
+        "tact daemon pid {} on {}, up {}, lease {}, {} job{}\n",
+        d.pid,
+        path.display(),
+        duration(d.uptime_s),
+        duration(d.lease_ms as f64 / 1000.0),
+        status.jobs.len(),
+        if status.jobs.len() == 1 { "" } else { "s" }
+    );
+    if status.jobs.is_empty() {
+        return out;
+    }
+    let header = [
+        "JOB",
+        "PID",
+        "USER",
+        "NAME",
+        "PRIO",
+        "STATE",
+        "RATE / TARGET",
+        "DUTY",
+        "SUSPENDED",
+        "YIELDED",
+    ];
+    let rows: Vec<[String; 10]> = status
+        .jobs
+        .iter()
+        .map(|j| {
+            [
+                j.job.to_string(),
+                j.pid.to_string(),
+                j.user.clone(),
+                shorten(&j.name, 24),
+                j.priority.to_string(),
+                state(j),
+                progress(j),
+                format!("{:.0}%", j.duty_cycle * 100.0),
+                match j.reported {
+                    Some(_) => duration(j.suspended_s),
+                    None => "-".into(),
+                },
+                format!("{} ago", duration(j.since_yield_s)),
+            ]
+        })
+        .collect();
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([header[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let mut line = |cells: &[&str]| {
+        let mut l = String::new();
+        for (cell, w) in cells.iter().zip(&widths) {
+            let _ = write!(l, "{cell:<w$}  ");
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&header);
+    for row in &rows {
+        line(&row.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    out
+}
+
+fn state(j: &JobStatus) -> String {
+    match j.state {
+        JobState::Running => match j.holding_s {
+            Some(s) => format!("running ({})", duration(s)),
+            None => "running".into(),
+        },
+        JobState::Suspended => match j.suspended_for_s {
+            Some(s) => format!("suspended ({} more)", duration(s)),
+            None => "suspended".into(),
+        },
+        JobState::Waiting => "waiting for its turn".into(),
+        JobState::Hung => "hung (lost its turn)".into(),
+        JobState::Idle => "idle".into(),
+    }
+}
+
+fn progress(j: &JobStatus) -> String {
+    let unit = j
+        .unit
+        .as_deref()
+        .map(|u| format!(" {u}"))
+        .unwrap_or_default();
+    match (j.rate, j.target) {
+        (Some(r), Some(t)) if t > 0.0 => {
+            format!("{} / {}{unit} ({:.0}%)", si(r), si(t), 100.0 * r / t)
+        }
+        (Some(r), _) if j.reported == Some(ReportState::Calibrating) => {
+            format!("{}{unit} (calibrating)", si(r))
+        }
+        (Some(r), t) => format!("{} / {}{unit}", si(r), t.map_or("-".into(), si)),
+        (None, _) if j.reported == Some(ReportState::Calibrating) => "calibrating".into(),
+        (None, _) => "-".into(),
+    }
+}
+
+/// 2.1M, 950k, 12.
+fn si(x: f64) -> String {
+    for (scale, suffix) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if x >= scale {
+            return format!("{:.1}{suffix}", x / scale);
+        }
+    }
+    if x >= 10.0 || x == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// 0.2s, 12s, 3m05s, 2h03m.
+fn duration(secs: f64) -> String {
+    let s = secs.max(0.0);
+    if s < 10.0 {
+        format!("{s:.1}s")
+    } else if s < 60.0 {
+        format!("{s:.0}s")
+    } else if s < 3600.0 {
+        let s = s as u64;
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        let m = s as u64 / 60;
+        format!("{}h{:02}m", m / 60, m % 60)
+    }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_read_well() {
+        assert_eq!(si(2_100_000.0), "2.1M");
+        assert_eq!(si(12.0), "12");
+        assert_eq!(si(0.5), "0.50");
+        assert_eq!(duration(0.23), "0.2s");
+        assert_eq!(duration(185.0), "3m05s");
+        assert_eq!(duration(7380.0), "2h03m");
+        assert_eq!(shorten("abcdef", 3), "abc…");
+    }
+}

@@ -1,0 +1,58 @@
+"""Types of the native module (crates/tact-py); see the package docstring for the overview."""
+
+import os
+from datetime import timedelta
+from types import TracebackType
+from typing import Optional, Type, Union
+
+from . import Stats
+
+_Duration = Union[str, float, timedelta]
+
+def testpoint(index: int, *metrics: float) -> None:
+    """Reports progress made since the calling thread's previous testpoint and returns when the
+    thread may go on (see the package docstring). ``index`` selects a metric set (0 for most
+    programs, one per phase of work); ``metrics`` are progress increments, ints or floats >= 0,
+    as many as the index had before. Raises ValueError on NaN, infinite or negative progress, no
+    metric, or a changed metric count."""
+
+def set_priority(priority: int) -> None:
+    """Sets the calling thread's priority: a higher one always runs first when eligible."""
+
+def stats() -> Optional[Stats]:
+    """What the calling thread's unit has been through; None before its first testpoint."""
+
+def flush() -> None:
+    """Saves the calibrated targets now (also done every 5 minutes and at exit)."""
+
+def configure(
+    testpoint: Optional[_Duration] = None,
+    *,
+    name: Optional[str] = None,
+    state_dir: Optional[Union[str, os.PathLike[str]]] = None,
+    bootstrap: Optional[int] = None,
+    probation: Optional[_Duration] = None,
+    max_suspension: Optional[_Duration] = None,
+    disabled: Optional[bool] = None,
+) -> None:
+    """Sets up regulation for this process; must come before the first testpoint,
+    set_priority() or Regulator (RuntimeError otherwise). Arguments left None keep the
+    environment's setting or the default."""
+
+class Regulator:
+    """A regulated unit of its own, closed by a ``with`` block or close()."""
+
+    def __init__(self, priority: int = 0) -> None: ...
+    def testpoint(self, index: int, *metrics: float) -> None: ...
+    def set_priority(self, priority: int) -> None: ...
+    @property
+    def priority(self) -> int: ...
+    def stats(self) -> Optional[Stats]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Regulator": ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
