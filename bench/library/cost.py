@@ -46,8 +46,17 @@ def rust(cargo):
     example = os.path.join(REPO, "crates/tact-lib/examples/fastpath.rs")
     if not os.path.exists(example):
         return {"skipped": "crates/tact-lib/examples/fastpath.rs is missing"}
-    r = run_cargo(cargo, "run", "-q", "--release", "-p", "tact-lib", "--example", "fastpath",
-                  capture=True)
+    with tempfile.TemporaryDirectory(prefix="tact-cost-rs-") as state:
+        saved = os.environ.get("TACT_SOCKET")
+        os.environ["TACT_SOCKET"] = os.path.join(state, "no-daemon.sock")
+        try:
+            r = run_cargo(cargo, "run", "-q", "--release", "-p", "tact-lib", "--example",
+                          "fastpath", capture=True)
+        finally:
+            if saved is None:
+                del os.environ["TACT_SOCKET"]
+            else:
+                os.environ["TACT_SOCKET"] = saved
     text = r.stdout
     out = {"raw": text.strip().splitlines()}
     pats = {
@@ -84,7 +93,8 @@ def c(cargo, build_dir):
     subprocess.run(cmd, check=True)
     state = tempfile.mkdtemp(prefix="tact-cost-c-")
     CLEANUP.push(f"rm {state}", lambda: shutil.rmtree(state, ignore_errors=True))
-    env = dict(os.environ, TACT_STATE_DIR=state, TACT_NAME="bench-library-cost-c")
+    env = dict(os.environ, TACT_STATE_DIR=state, TACT_NAME="bench-library-cost-c",
+               TACT_SOCKET=os.path.join(state, "no-daemon.sock"))
     env.pop("TACT_DISABLE", None)
     env.pop("TACT_TESTPOINT", None)
 
@@ -117,6 +127,7 @@ def python(py):
     state = tempfile.mkdtemp(prefix="tact-cost-py-")
     CLEANUP.push(f"rm {state}", lambda: shutil.rmtree(state, ignore_errors=True))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TACT_")}
+    env["TACT_SOCKET"] = os.path.join(state, "no-daemon.sock")
 
     def run(*args):
         r = subprocess.run([py, os.path.join(HERE, "cost_py.py"), *args, state], env=env,

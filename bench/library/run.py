@@ -492,10 +492,13 @@ def run_schedule(label, regulated, args, binary, disks, cgroup, procs, lengths, 
     cmd = [binary, disks["A"]["dev"], disks["B"]["dev"], "--duration", f"{total + 0.5:.1f}s",
            "--priorities", args.priorities, "--out", trace, "--testpoint", args.testpoint,
            "--bootstrap", str(args.bootstrap), "--probation", "0s", "--nice", str(args.nice),
-           "--passes", str(args.passes), "--chunk", "1MiB"]
+           "--passes", str(args.passes), "--chunk", "1MiB", "--warmup", args.warmup]
     if not regulated:
         cmd.append("--unregulated")
-    env = dict(os.environ, TACT_STATE_DIR=state_dir, TACT_NAME="bench-library-two-disks")
+    # A fresh state (nothing calibrated is loaded), and no tact daemon: this measures the
+    # in-process supervisor alone, even on a machine where a daemon runs.
+    env = dict(os.environ, TACT_STATE_DIR=state_dir, TACT_NAME="bench-library-two-disks",
+               TACT_SOCKET=os.path.join(state_dir, "no-daemon.sock"))
     env.pop("TACT_DISABLE", None)
     log(f"run '{label}': {' '.join(cmd)}")
     stderr_path = os.path.join(out_dir, f"two_disks-{label}.log")
@@ -816,6 +819,8 @@ def main():
     ap.add_argument("--bootstrap", type=int, default=50,
                     help="evaluated testpoints of each thread's bootstrap (default 50: 5 s at 100 ms)")
     ap.add_argument("--priorities", default="1,0", help="priorities of threads A,B")
+    ap.add_argument("--warmup", default="1s",
+                    help="unregulated reading of each thread before it registers (default 1s)")
     ap.add_argument("--nice", type=int, default=19, help="CPU nice of the regulated threads")
     ap.add_argument("--passes", type=int, default=20,
                     help="checksum passes over each chunk: the threads' CPU work (default 20, "

@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p tact-lib --example two_disks -- DISK_A DISK_B \
 //!     --duration 150s --priorities 1,0 --out trace.jsonl [--testpoint 100ms] [--bootstrap 50]
-//!     [--probation 0s] [--chunk 1MiB] [--nice 19] [--passes 1] [--unregulated]
+//!     [--probation 0s] [--chunk 1MiB] [--nice 19] [--passes 1] [--warmup 1s] [--unregulated]
 //! ```
 //!
 //! Each thread reads its device with O_DIRECT in `--chunk` blocks from start to end and over
@@ -65,12 +65,13 @@ struct Args {
     passes: u32,
     unregulated: bool,
     priorities_now: bool,
+    warmup: Duration,
 }
 
 const USAGE: &str =
     "usage: two_disks DISK_A DISK_B --duration 150s --priorities 1,0 --out FILE.jsonl \
 [--testpoint 100ms] [--bootstrap 50] [--probation 0s] [--chunk 1MiB] [--nice 19] [--passes 1] \
-[--unregulated] [--priorities-now]";
+[--warmup 1s] [--unregulated] [--priorities-now]";
 
 fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
@@ -106,6 +107,7 @@ fn parse_args() -> Result<Args, String> {
     let mut passes = 1;
     let mut unregulated = false;
     let mut priorities_now = false;
+    let mut warmup = Duration::ZERO;
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
@@ -153,6 +155,7 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--passes takes a count, got {v:?}"))?;
             }
+            "--warmup" => warmup = parse_duration(&value("--warmup")?)?,
             "--unregulated" => unregulated = true,
             "--priorities-now" => priorities_now = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
@@ -176,6 +179,7 @@ fn parse_args() -> Result<Args, String> {
         passes,
         unregulated,
         priorities_now,
+        warmup,
     })
 }
 
@@ -293,6 +297,8 @@ struct Plan {
     regulated: bool,
     nice: i32,
     passes: u32,
+    warmup: Duration,
+    bootstrap: u64,
 }
 
 /// Where a thread is in the staged calibration, and what it does next.
@@ -367,6 +373,28 @@ fn run(
         last: None,
     };
     if plan.regulated {
+        // Warm-up: the emulated disks (a cgroup read limit) let a burst through when a read
+        // follows a pause, which raises the target a bootstrap learns on its first samples above
+        // the sustained rate. Both threads read unregulated for `warmup` before they register
+        // (both still register before anything is calibrated, so both bootstrap). This helps
+        // the thread that bootstraps first; the other one's bootstrap follows the first one's.
+        let warm_until = mono() + plan.warmup.as_secs_f64();
+        while mono() < warm_until {
+            if pos + reader.chunk as u64 > reader.size {
+                pos = 0;
+            }
+            let n = reader
+                .file
+                .read_at(buf, pos)
+                .map_err(|e| format!("thread {name}: read at {pos}: {e}"))?;
+            pos = if n == 0 { 0 } else { pos + n as u64 };
+            sum = checksum(sum, &buf[..n], plan.passes);
+        }
+        shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .records
+            .push(json!({"kind": "registered", "thread": name, "t": mono()}));
         // The staging starts from the final priorities too: H runs first.
         tact_lib::set_priority(plan.priority);
         // Registers the thread; its first call waits for the token like any other.
@@ -427,7 +455,11 @@ fn run(
             }));
             last = now.clone();
         }
-        let calibrated = !matches!(now.phase, Phase::Bootstrap { .. });
+        // A unit that registers once the process has calibrated targets starts regulated even
+        // for an index new to the process (whose target then warms up on its first samples
+        // while they are already judged): count its own due testpoints as well.
+        let calibrated =
+            !matches!(now.phase, Phase::Bootstrap { .. }) && now.testpoints >= plan.bootstrap;
         if calibrated && !staging.calibrated {
             rec.push(json!({"kind": "calibrated", "thread": name, "t": tp1}));
         }
@@ -492,7 +524,7 @@ fn main() {
         "regulated": !args.unregulated, "testpoint": period.as_secs_f64(),
         "bootstrap": args.bootstrap, "probation": args.probation.as_secs_f64(),
         "chunk": args.chunk, "nice": args.nice, "passes": args.passes,
-        "priorities_now": args.priorities_now, "staged_calibration": regulated_staging(&args),
+        "priorities_now": args.priorities_now, "warmup": args.warmup.as_secs_f64(), "staged_calibration": regulated_staging(&args),
     });
     let [pa, pb] = args.priorities;
     let staged = regulated_staging(&args);
@@ -515,6 +547,8 @@ fn main() {
             regulated: !args.unregulated,
             nice: args.nice,
             passes: args.passes,
+            warmup: args.warmup,
+            bootstrap: u64::from(args.bootstrap),
         };
         let stage = stage.clone();
         let name = reader.name;
