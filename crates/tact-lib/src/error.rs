@@ -1,7 +1,5 @@
 //! What can go wrong in a testpoint.
 
-use std::path::PathBuf;
-
 use tact_core::polite::{ConfigError, ObsError};
 
 /// What can go wrong in a testpoint, a save, or setting up.
@@ -14,12 +12,9 @@ pub enum Error {
     /// A [`Config`](crate::Config) whose regulator parameters are inconsistent.
     #[error("invalid regulation settings: {0}")]
     Config(#[from] ConfigError),
-    /// The targets file could not be written.
-    #[error("cannot save targets to {}: {source}", path.display())]
-    Save {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// The targets file could not be written (the error names it).
+    #[error("cannot save targets: {0}")]
+    Save(tact_linux::Error),
     /// [`init`](crate::init) came after the process-wide supervisor had started.
     #[error("tact is already set up in this process: call init() before the first testpoint")]
     AlreadyStarted,

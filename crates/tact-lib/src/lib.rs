@@ -38,7 +38,6 @@ mod error;
 mod global;
 mod local;
 mod polite;
-mod store;
 mod supervisor;
 
 pub use config::{Config, DEFAULT_SAVE_EVERY};

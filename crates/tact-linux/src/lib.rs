@@ -36,6 +36,7 @@ mod error;
 pub mod guard;
 pub mod probe;
 pub mod state;
+pub mod targets;
 
 pub use actuate::tree::JobTree;
 pub use error::{Error, Result};
@@ -43,3 +44,4 @@ pub use guard::Guard;
 pub use probe::proc::{ProcId, ProcReader};
 pub use probe::progress::{ProgressMeter, ProgressSource};
 pub use probe::psi::{PsiReader, StallMeter};
+pub use targets::{target_key, TargetStore};

@@ -5,7 +5,6 @@ mod daemon;
 mod demo;
 mod jobs;
 mod paths;
-mod store;
 mod trace;
 
 use std::process::ExitCode;

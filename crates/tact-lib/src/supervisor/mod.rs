@@ -18,11 +18,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tact_core::polite::{Decision, Obs, ObsError, Phase, Regulator};
-use tact_linux::PsiReader;
+use tact_linux::{target_key, PsiReader, TargetStore};
 
 use crate::coordinator::{Coordinator, ReleaseReason, UnitReport};
 use crate::local::{self, Local};
-use crate::store::Store;
 use crate::{clock, Config, Error};
 use state::{State, Status, Token, Unit};
 
@@ -40,7 +39,7 @@ type Guard<'a> = MutexGuard<'a, State>;
 /// and regulate through [`Polite`](crate::Polite) handles.
 pub struct Supervisor {
     config: Config,
-    store: Option<Store>,
+    store: Option<TargetStore>,
     state: Mutex<State>,
     coordinator: Mutex<Option<Box<dyn Coordinator>>>,
     /// Serialises saves: they share a temporary file name.
@@ -78,7 +77,7 @@ impl Supervisor {
         let store = config
             .state_dir
             .as_deref()
-            .map(|dir| Store::new(dir, config.name.as_deref(), &executable()));
+            .map(|dir| store_for(dir, config.name.as_deref(), &executable()));
         Ok(Arc::new(Supervisor {
             state: Mutex::new(State::new(config.half_life, clock::now())),
             coarse: clock::coarse_enough(config.polite.period),
@@ -97,7 +96,7 @@ impl Supervisor {
 
     /// The file targets persist in, if they do.
     pub fn targets_path(&self) -> Option<&Path> {
-        self.store.as_ref().map(Store::path)
+        self.store.as_ref().map(TargetStore::path)
     }
 
     /// Number of registered units.
@@ -129,7 +128,7 @@ impl Supervisor {
             st.snapshot()
         };
         let _one_at_a_time = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
-        store.save(&targets)
+        store.save(&targets).map_err(Error::Save)
     }
 
     /// The slow path of a testpoint: the first call of a unit, an index it has not used yet, or
@@ -184,7 +183,12 @@ impl Supervisor {
             st.saved = Some(
                 self.store
                     .as_ref()
-                    .and_then(Store::load)
+                    .and_then(|store| {
+                        store.load().unwrap_or_else(|e| {
+                            eprintln!("tact: {e}; calibrating afresh");
+                            None
+                        })
+                    })
                     .unwrap_or_default(),
             );
         }
@@ -564,6 +568,18 @@ fn wait<'a>(cv: &Condvar, st: Guard<'a>, timeout: Duration) -> Guard<'a> {
 }
 
 /// The running program, for the persistence key.
+/// What the library's progress is, in the targets file: metrics reported through testpoints.
+const PROGRESS: &str = "testpoint";
+
+/// The targets file of this program: `name` (`TACT_NAME`), or the executable's file name, a
+/// hash of its path and `-lib`, so a program regulated both from inside (library) and from
+/// outside (`tact run`) keeps two targets: their progress differs.
+fn store_for(dir: &Path, name: Option<&str>, exe: &Path) -> TargetStore {
+    let program = exe.to_string_lossy();
+    let key = target_key(name, &program, &program, "-lib");
+    TargetStore::new(dir, &key, &program, &[PROGRESS.to_string()])
+}
+
 fn executable() -> PathBuf {
     std::env::current_exe()
         .ok()

@@ -12,14 +12,14 @@ use tact_core::polite::{
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::state::StateDir;
 use tact_linux::{
-    Guard, JobTree, ProcReader, ProgressMeter, ProgressSource, PsiReader, StallMeter,
+    target_key, Guard, JobTree, ProcReader, ProgressMeter, ProgressSource, PsiReader, StallMeter,
+    TargetStore,
 };
 use tact_proto::{Report, ReportState};
 
 use super::events::{Event, Events, Received};
 use super::turn::Turn;
 use crate::cli::{Peek, PoliteArgs};
-use crate::store::TargetStore;
 use crate::trace::JsonLog;
 
 /// How often calibrated targets are saved while a job runs (and again at exit).
@@ -224,8 +224,19 @@ impl PoliteJob {
         if turn.is_some() && verbose {
             eprintln!("tact: taking turns with other jobs through the daemon");
         }
-        let store = TargetStore::new(&state_dir, name.as_deref(), program, &names);
-        let saved = store.load();
+        // The key hashes the full path and the progress sources, so `/usr/bin/tar` on `io` and
+        // on `cpu` calibrate apart.
+        let key = target_key(
+            name.as_deref(),
+            program,
+            &format!("{program}\0{}", names.join("\0")),
+            "",
+        );
+        let store = TargetStore::new(&state_dir, &key, program, &names);
+        let saved = store.load().unwrap_or_else(|e| {
+            tracing::warn!("{e}; calibrating afresh");
+            None
+        });
         let start = Instant::now();
         let reg = Regulator::new(cfg.clone(), Duration::ZERO, saved.clone())?;
         if saved.is_some() && verbose {
@@ -269,7 +280,7 @@ impl PoliteJob {
         let result = self.regulate_inner(events);
         let resumed = self.tree.resume().context("cannot resume the job");
         if let Err(e) = self.store.save(self.reg.targets()) {
-            tracing::warn!("{e:#}");
+            tracing::warn!("cannot save targets: {e}");
         }
         self.summary.elapsed = self.start.elapsed();
         // A target still in its bootstrap is no calibrated target yet.
@@ -356,7 +367,9 @@ impl PoliteJob {
                 last_poll = Instant::now();
             }
             if last_save.elapsed() >= SAVE_EVERY {
-                self.store.save(self.reg.targets())?;
+                self.store
+                    .save(self.reg.targets())
+                    .context("cannot save targets")?;
                 last_save = Instant::now();
             }
         }
