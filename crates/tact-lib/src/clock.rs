@@ -7,6 +7,8 @@
 //! whose clock source has no vDSO support). The coarse clock lags the precise one by at most one
 //! tick (1–10 ms) and never runs ahead of it, so a due testpoint is noticed at most a tick late
 //! and never early; [`coarse_enough`] says whether that lateness is negligible for a period.
+//! Bindings that keep their own fast path (tact-py batches calls under the GIL) read the same
+//! clocks.
 
 use std::time::Duration;
 
@@ -17,13 +19,13 @@ pub(crate) fn now() -> Duration {
 
 /// Monotonic time since boot in nanoseconds, as of the last timer tick.
 #[inline]
-pub(crate) fn coarse_ns() -> u64 {
+pub fn coarse_ns() -> u64 {
     nanos(read(libc::CLOCK_MONOTONIC_COARSE))
 }
 
 /// Precise monotonic time since boot in nanoseconds.
 #[inline]
-pub(crate) fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     nanos(now())
 }
 

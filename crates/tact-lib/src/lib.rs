@@ -30,7 +30,7 @@
 //! - Environment: `TACT_TESTPOINT`, `TACT_NAME`, `TACT_STATE_DIR`, `TACT_DISABLE` (see
 //!   [`Config::from_env`]).
 
-mod clock;
+pub mod clock;
 mod config;
 mod coordinator;
 mod daemon;
@@ -47,4 +47,4 @@ pub use error::Error;
 pub use global::{flush, init, set_priority, stats, supervisor, testpoint};
 pub use polite::Polite;
 pub use supervisor::{Supervisor, UnitStats};
-pub use tact_core::polite::{Decision, ObsError, Phase, PoliteConfig};
+pub use tact_core::polite::{check_progress, Decision, ObsError, Phase, PoliteConfig};

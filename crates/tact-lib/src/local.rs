@@ -1,7 +1,7 @@
 //! The part of a regulated unit its own thread keeps, so that a testpoint that is not due costs a
 //! clock read and a few additions: no lock, no allocation once an index has been seen.
 
-use tact_core::polite::ObsError;
+use tact_core::polite::{check_progress, ObsError};
 
 use crate::clock;
 use crate::supervisor::UnitId;
@@ -92,7 +92,7 @@ impl Local {
 
 impl Pending {
     pub(crate) fn add(&mut self, metrics: &[f64]) -> Result<(), ObsError> {
-        check(self.index, metrics)?;
+        check_progress(self.index, metrics)?;
         if metrics.len() != self.dp.len() {
             return Err(ObsError::MetricCount {
                 index: self.index,
@@ -105,26 +105,6 @@ impl Pending {
         }
         self.touched = true;
         Ok(())
-    }
-}
-
-/// Progress must be present, finite and not negative (the regulator's own rule, checked before
-/// anything is accumulated so that a bad call leaves no trace).
-pub(crate) fn check(index: u32, metrics: &[f64]) -> Result<(), ObsError> {
-    if metrics.is_empty() {
-        return Err(ObsError::NoMetrics { index });
-    }
-    match metrics
-        .iter()
-        .enumerate()
-        .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
-    {
-        Some((metric, &value)) => Err(ObsError::BadMetric {
-            index,
-            metric,
-            value,
-        }),
-        None => Ok(()),
     }
 }
 

@@ -17,9 +17,7 @@
 
 use std::time::Duration;
 
-use tact_lib::{Error, ObsError};
-
-use crate::clock;
+use tact_lib::{check_progress, clock, Error, ObsError};
 
 /// A unit's progress not yet handed to tact-lib.
 #[derive(Debug)]
@@ -53,7 +51,7 @@ impl Batch {
     /// not see it yet. `Ok(false)`: nothing was kept, [`hand_over`](Self::hand_over) the call.
     #[inline]
     pub(crate) fn keep(&mut self, index: u32, metrics: &[f64]) -> Result<bool, ObsError> {
-        check(index, metrics)?;
+        check_progress(index, metrics)?;
         if let Some(&(_, expected)) = self.counts.iter().find(|(i, _)| *i == index) {
             if expected != metrics.len() {
                 return Err(ObsError::MetricCount {
@@ -131,26 +129,6 @@ impl Batch {
             self.due = clock::now_ns().saturating_add(period);
         }
         sent
-    }
-}
-
-/// Progress must be present, finite and not negative: tact-lib's own rule, applied here so that
-/// a bad call fails at once, not at the hand-over, and leaves no trace.
-fn check(index: u32, metrics: &[f64]) -> Result<(), ObsError> {
-    if metrics.is_empty() {
-        return Err(ObsError::NoMetrics { index });
-    }
-    match metrics
-        .iter()
-        .enumerate()
-        .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
-    {
-        Some((metric, &value)) => Err(ObsError::BadMetric {
-            index,
-            metric,
-            value,
-        }),
-        None => Ok(()),
     }
 }
 

@@ -7,7 +7,6 @@
 //! little more than a Python call (see [`batch`]).
 
 mod batch;
-mod clock;
 mod convert;
 mod regulator;
 mod settings;

@@ -14,5 +14,7 @@ mod target;
 pub use arbiter::{Arbiter, DEFAULT_HALF_LIFE};
 pub use config::{ConfigError, PoliteConfig};
 pub use poll::{PollInterval, PollPolicy};
-pub use regulator::{Decision, Evaluation, Obs, ObsError, Phase, Regulator, SampleKind, Step};
+pub use regulator::{
+    check_progress, Decision, Evaluation, Obs, ObsError, Phase, Regulator, SampleKind, Step,
+};
 pub use target::{Target, TargetSet, TARGETS_VERSION};

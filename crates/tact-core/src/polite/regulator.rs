@@ -453,21 +453,7 @@ impl Regulator {
     }
 
     fn check(&self, obs: &Obs) -> Result<(), ObsError> {
-        if obs.dp.is_empty() {
-            return Err(ObsError::NoMetrics { index: obs.index });
-        }
-        if let Some((metric, &value)) = obs
-            .dp
-            .iter()
-            .enumerate()
-            .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
-        {
-            return Err(ObsError::BadMetric {
-                index: obs.index,
-                metric,
-                value,
-            });
-        }
+        check_progress(obs.index, obs.dp)?;
         let expected = self
             .targets
             .get(obs.index)
@@ -531,6 +517,26 @@ impl Regulator {
             n: self.n,
             c: self.c,
         }
+    }
+}
+
+/// Progress must be present, finite and not negative: the rule [`Regulator::step`] applies, for
+/// callers that batch progress before handing it over and must refuse a bad call at once.
+pub fn check_progress(index: u32, dp: &[f64]) -> Result<(), ObsError> {
+    if dp.is_empty() {
+        return Err(ObsError::NoMetrics { index });
+    }
+    match dp
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
+    {
+        Some((metric, &value)) => Err(ObsError::BadMetric {
+            index,
+            metric,
+            value,
+        }),
+        None => Ok(()),
     }
 }
 

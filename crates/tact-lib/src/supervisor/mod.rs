@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tact_core::polite::{Decision, Obs, ObsError, Phase, Regulator};
+use tact_core::polite::{check_progress, Decision, Obs, ObsError, Phase, Regulator};
 use tact_linux::{target_key, PsiReader, TargetStore};
 
 use crate::coordinator::{Coordinator, ReleaseReason, UnitReport};
-use crate::local::{self, Local};
+use crate::local::Local;
 use crate::{clock, Config, Error};
 use state::{State, Status, Token, Unit};
 
@@ -143,7 +143,7 @@ impl Supervisor {
             local.off = true;
             return Ok(());
         }
-        local::check(index, metrics)?;
+        check_progress(index, metrics)?;
         let due = local.unit.is_some() && clock::now_ns() >= local.due;
         // A few small file reads, outside the lock, at due testpoints of the bootstrap only.
         let quiet = if due && local.bootstrap {
