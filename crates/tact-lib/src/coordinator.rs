@@ -24,13 +24,21 @@ pub trait Coordinator: Send {
 pub type CoordinatorError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why and how a unit gave back the run token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UnitReport {
     /// The unit's id inside this process.
     pub unit: u64,
     /// The unit's priority among those of its process.
     pub priority: i32,
     pub reason: ReleaseReason,
+    /// Whether the unit is still calibrating its target.
+    pub calibrating: bool,
+    /// Progress per second of running at its last evaluated testpoint (first metric), and the
+    /// calibrated target of that metric (`None` while calibrating).
+    pub rate: Option<f64>,
+    pub target: Option<f64>,
+    /// Total time the unit has spent suspended.
+    pub suspended: Duration,
 }
 
 /// Why a unit stopped running.

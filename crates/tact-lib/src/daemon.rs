@@ -103,14 +103,23 @@ impl Coordinator for DaemonCoordinator {
         };
         let (state, suspend_for) = match report.reason {
             ReleaseReason::Suspended(s) => (ReportState::Suspended, s),
+            _ if report.calibrating => (ReportState::Calibrating, Duration::ZERO),
             _ => (ReportState::Running, Duration::ZERO),
+        };
+        // The protocol bounds rates; a figure it would refuse is left out rather than costing
+        // the release.
+        let valid = |r: Option<f64>| {
+            r.filter(|r| r.is_finite() && (0.0..=tact_proto::MAX_RATE).contains(r))
         };
         let figures = Report {
             state,
-            rate: None,
-            target: None,
-            unit: None,
-            suspended_ms: 0,
+            rate: valid(report.rate),
+            target: valid(report.target),
+            unit: Some("units/s".to_string()),
+            suspended_ms: report
+                .suspended
+                .as_millis()
+                .min(tact_proto::MAX_TOTAL_MS as u128) as u64,
             suspend_for_ms: suspend_for.as_millis().min(tact_proto::MAX_DAY_MS as u128) as u64,
         };
         if client.release(*job, ran, Some(figures)).is_err() {

@@ -798,3 +798,53 @@ fn library_processes_take_turns_through_the_daemon() {
     assert!(turns.iter().all(|&t| t > 0), "turns {turns:?}");
     assert_eq!(overlaps.load(Ordering::SeqCst), 0, "both ran at once");
 }
+
+#[test]
+fn status_shows_a_library_jobs_rate_against_its_target() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tact_lib::{Config, DaemonCoordinator, Polite, Supervisor};
+
+    let d = Daemon::start(&[]);
+    let done = Arc::new(AtomicBool::new(false));
+    let sup = Supervisor::with_config(Config::with_period(Duration::from_millis(20))).unwrap();
+    let daemon = DaemonCoordinator::connect(d.path.clone(), "lib-rate").expect("daemon answers");
+    sup.set_coordinator(Some(Box::new(daemon)));
+    let worker = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut unit = Polite::with_supervisor(&sup);
+            while !done.load(Ordering::SeqCst) {
+                unit.testpoint(0, &[1000.0]).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let mut calibrating_seen = false;
+    wait_for(
+        PATIENCE,
+        "the library job's rate and calibrated target",
+        || {
+            let status = d.status();
+            let Some(job) = status["jobs"].as_array().and_then(|j| j.first().cloned()) else {
+                return false;
+            };
+            calibrating_seen |= job["reported"] == "calibrating" && job["rate"].is_f64();
+            job["rate"].is_f64() && job["target"].is_f64() && job["unit"] == "units/s"
+        },
+    );
+    let status = d.status();
+    let job = &status["jobs"][0];
+    // About 1000 units per ~1.1 ms of running: the rate is the program's own pace.
+    let (rate, target) = (
+        job["rate"].as_f64().unwrap(),
+        job["target"].as_f64().unwrap(),
+    );
+    assert!(rate > 1e4 && rate < 1e7, "rate {rate}");
+    assert!(target > 1e4 && target < 1e7, "target {target}");
+    assert!(
+        calibrating_seen,
+        "the job was never shown calibrating: {job}"
+    );
+    done.store(true, Ordering::SeqCst);
+    worker.join().unwrap();
+}

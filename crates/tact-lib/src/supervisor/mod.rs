@@ -412,18 +412,34 @@ impl Supervisor {
         if unit != id {
             return st;
         }
-        let (ran, priority) = st.units.get(&id).map_or((Duration::ZERO, 0), |u| {
-            (now.saturating_sub(u.resumed), u.priority)
-        });
+        let ran = st
+            .units
+            .get(&id)
+            .map_or(Duration::ZERO, |u| now.saturating_sub(u.resumed));
         st.arbiter.charge(id, now, ran);
         if coordinated {
+            let report = match st.units.get(&id) {
+                Some(u) => UnitReport {
+                    unit: id,
+                    priority: u.priority,
+                    reason,
+                    calibrating: u.bootstrapping(),
+                    rate: u.last_rate.map(|(r, _)| r),
+                    target: u.last_rate.and_then(|(_, t)| t),
+                    suspended: u.counters.suspended,
+                },
+                None => UnitReport {
+                    unit: id,
+                    priority: 0,
+                    reason,
+                    calibrating: false,
+                    rate: None,
+                    target: None,
+                    suspended: Duration::ZERO,
+                },
+            };
             st.token = Token::Releasing;
             drop(st);
-            let report = UnitReport {
-                unit: id,
-                priority,
-                reason,
-            };
             self.with_coordinator(|c| c.release(ran, &report));
             st = self.lock();
         }

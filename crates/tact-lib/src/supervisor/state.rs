@@ -70,6 +70,9 @@ pub(super) struct Unit {
     pub(super) waited: Duration,
     /// Regulator-clock time of its last evaluation (any step that did more than accumulate).
     pub(super) last_eval: Duration,
+    /// Progress rate (first metric, per second of running) and that metric's target at the last
+    /// evaluated testpoint, for `tact status`.
+    pub(super) last_rate: Option<(f64, Option<f64>)>,
     pub(super) counters: Counters,
 }
 
@@ -82,9 +85,24 @@ impl Unit {
     /// One regulator step, remembering when the regulator last evaluated (its period starts
     /// there), so that steps of other indices can be placed where they only accumulate.
     pub(super) fn step(&mut self, at: Duration, obs: Obs) -> Result<Step, ObsError> {
+        let index = obs.index;
         let step = self.reg.step(at, obs)?;
         if step.kind != SampleKind::Accumulated {
             self.last_eval = at;
+        }
+        if let Some(e) = step.eval.as_ref().filter(|e| e.d > 0.0) {
+            if let Some(p) = e.dp.get(&index).and_then(|dp| dp.first()) {
+                // A target still in its bootstrap is no calibrated target yet.
+                let target = match self.bootstrapping() {
+                    true => None,
+                    false => self
+                        .reg
+                        .targets()
+                        .get(index)
+                        .and_then(|t| t.rates().first().copied()),
+                };
+                self.last_rate = Some((p / e.d, target));
+            }
         }
         Ok(step)
     }
@@ -139,6 +157,7 @@ impl State {
                 resumed: now,
                 waited: Duration::ZERO,
                 last_eval: now,
+                last_rate: None,
                 counters: Counters::default(),
             },
         );
