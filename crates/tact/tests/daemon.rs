@@ -848,3 +848,62 @@ fn status_shows_a_library_jobs_rate_against_its_target() {
     done.store(true, Ordering::SeqCst);
     worker.join().unwrap();
 }
+
+/// Two `tact run` jobs outlive their daemon: when it dies by SIGKILL (it cannot tell them),
+/// the one waiting stopped for its turn is resumed and both work alone; a new daemon on the same
+/// socket gets both back.
+#[test]
+fn run_jobs_survive_a_daemon_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut first = Daemon::start_at(&path, &[]);
+    let spawn = |name: &str| {
+        tact()
+            .env("TACT_RUNTIME_DIR", dir.path())
+            .args(["run", "--socket"])
+            .arg(&path)
+            .args(common::FAST_REGULATION)
+            .args(["--progress", "cpu", "--name", name, "--state-dir"])
+            .arg(dir.path())
+            .args(["--", "sh", "-c", "while :; do :; done"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // Killed with their jobs however the test ends: the jobs never end on their own.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            common::kill_tree(self.0.id() as i32);
+            let _ = self.0.wait();
+        }
+    }
+    let tacts = [Reaped(spawn("restart-a")), Reaped(spawn("restart-b"))];
+    let mut jobs = [None, None];
+    wait_for(PATIENCE, "both jobs to start", || {
+        for (j, t) in jobs.iter_mut().zip(&tacts) {
+            *j = j.or_else(|| job_of(t.0.id()));
+        }
+        jobs.iter().all(Option::is_some)
+    });
+    let jobs = jobs.map(Option::unwrap);
+    wait_for(PATIENCE, "one job waiting stopped for its turn", || {
+        first.status()["jobs"]
+            .as_array()
+            .is_some_and(|j| j.len() == 2)
+            && jobs.iter().any(|&j| !running(j))
+    });
+
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    wait_for(PATIENCE, "both jobs running alone", || {
+        jobs.iter().all(|&j| running(j))
+    });
+    let second = Daemon::start_at(&path, &[]);
+    wait_for(PATIENCE, "both jobs back in the new daemon's list", || {
+        second.status()["jobs"]
+            .as_array()
+            .is_some_and(|j| j.len() == 2)
+    });
+    drop(tacts);
+}
