@@ -1,0 +1,26 @@
+//! Throughput-guided concurrency control (TCC; Tang et al., spec `concurrency.md`).
+//!
+//! A pool's host reports completions (and when its workers take tasks, and when its queue runs
+//! dry) with its own monotonic time; [`Tcc`] answers with the number of workers to run. It holds
+//! the count just before the throughput curve bends (85–95% bottleneck utilization), exploring
+//! in cycles: Base cuts the count by w and measures it, Add raises it by p while each step gains
+//! at least q, Max measures the last count longer, Remove lowers it by r while throughput stays
+//! within δ of the cycle's best, and Steady holds the result until a timeout or a throughput
+//! shift. Decisions use a sequential test with an indifference zone over batch means of
+//! trimmed busy-time samples ([`decide`]). Parameters are checked against Theorem 1's
+//! friendliness conditions ([`params::check_friendly`]).
+//!
+//! The contract shared with other controllers is [`Policy`]; `docs/tune.md` describes the
+//! choices made where the paper is silent or wrong.
+
+pub mod decide;
+pub mod params;
+mod policy;
+mod samples;
+mod tcc;
+
+pub use decide::Outcome;
+pub use params::{check_friendly, Friendly, ParamError, TuneParams, TABLE_1, TABLE_1_PRINTED};
+pub use policy::{Event, Load, Phase, Policy, Reason, Transition};
+pub use samples::{SampleSet, Summary};
+pub use tcc::{Status, Tcc};

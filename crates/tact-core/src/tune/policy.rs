@@ -1,0 +1,176 @@
+//! The contract every concurrency controller fulfils, in the manner of Netflix's
+//! concurrency-limits: the host reports what its pool did, the policy answers with a target.
+//!
+//! A host (a Rust pool, a Python executor, `tact run`'s actuators, the simulator) calls
+//! [`Policy::on_complete`] when a task finishes, [`Policy::on_start`] when workers take tasks
+//! outside a completion (after a target increase, when input arrives), [`Policy::on_load`] when
+//! only its queue changed, and [`Policy::on_tick`] now and then so that time-based rules can fire
+//! while completions are rare. Every call passes the host's monotonic time and returns the new
+//! target when it changed. The host applies a target at task boundaries: it starts workers to
+//! grow and retires them after their current task to shrink; it never cancels a task.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The pool's occupancy after the host has handled an event (including any task it started
+/// because of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Load {
+    /// Tasks held by workers.
+    pub in_flight: usize,
+    /// Tasks waiting for a worker (any positive number will do for "more than enough").
+    pub queued: usize,
+}
+
+impl Load {
+    pub fn new(in_flight: usize, queued: usize) -> Self {
+        Load { in_flight, queued }
+    }
+
+    /// Saturated (spec §2.2): all `target` workers hold a task, or work is waiting.
+    pub fn saturated(&self, target: usize) -> bool {
+        self.in_flight >= target || self.queued > 0
+    }
+}
+
+/// What happened in the pool. `at` is the host's monotonic time since an origin it chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    /// A task finished. `latency` is its response time when the host knows it (TCC ignores it;
+    /// latency-based baselines need it).
+    Complete {
+        at: Duration,
+        load: Load,
+        latency: Option<Duration>,
+    },
+    /// Workers took tasks outside a completion.
+    Start { at: Duration, load: Load },
+    /// Only the queue changed (input arrived, or ran out).
+    Load { at: Duration, load: Load },
+    /// Time passed.
+    Tick { at: Duration },
+}
+
+impl Event {
+    pub fn at(&self) -> Duration {
+        match *self {
+            Event::Complete { at, .. }
+            | Event::Start { at, .. }
+            | Event::Load { at, .. }
+            | Event::Tick { at } => at,
+        }
+    }
+
+    pub fn load(&self) -> Option<Load> {
+        match *self {
+            Event::Complete { load, .. } | Event::Start { load, .. } | Event::Load { load, .. } => {
+                Some(load)
+            }
+            Event::Tick { .. } => None,
+        }
+    }
+}
+
+/// One concurrency controller. The event methods are conveniences over [`Policy::on_event`].
+pub trait Policy {
+    /// The number of workers the pool should run now.
+    fn target(&self) -> usize;
+
+    /// Feeds one event; returns the new target when it changed.
+    fn on_event(&mut self, event: Event) -> Option<usize>;
+
+    fn on_complete(&mut self, now: Duration, load: Load) -> Option<usize> {
+        self.on_event(Event::Complete {
+            at: now,
+            load,
+            latency: None,
+        })
+    }
+
+    fn on_start(&mut self, now: Duration, load: Load) -> Option<usize> {
+        self.on_event(Event::Start { at: now, load })
+    }
+
+    fn on_load(&mut self, now: Duration, load: Load) -> Option<usize> {
+        self.on_event(Event::Load { at: now, load })
+    }
+
+    fn on_tick(&mut self, now: Duration) -> Option<usize> {
+        self.on_event(Event::Tick { at: now })
+    }
+
+    /// The state transitions since the last call, oldest first (hosts expose them as JSON
+    /// traces). Policies without states return none.
+    fn drain_trace(&mut self) -> Vec<Transition> {
+        Vec::new()
+    }
+}
+
+/// The states of TCC (spec §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Steady,
+    Base,
+    Add,
+    Max,
+    Remove,
+}
+
+/// Why a transition happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The steady state timed out: a new cycle.
+    Timeout,
+    /// The steady state saw its throughput move (§3 change detection): a new cycle.
+    Shift,
+    /// The base configuration has its samples: add.
+    Measured,
+    /// The add step gained at least q: add again.
+    Better,
+    /// The add step gained less than q without a decline: hold the count in Max.
+    Flat,
+    /// The add step lowered throughput: revoke it and remove (the thrashing guard).
+    Decline,
+    /// Thrashing guard, early: the new count ran below half the old throughput.
+    GuardSlow,
+    /// Thrashing guard, early: the new count yields samples far too slowly.
+    GuardStalled,
+    /// The count reached n_max while adding.
+    Ceiling,
+    /// Max has its extra samples: remove.
+    MaxDone,
+    /// The removal kept throughput at or above (1 − δ) × best: remove again.
+    Kept,
+    /// The removal lost more than δ: restore the last round and hold.
+    Lost,
+    /// Nothing left to remove (n_min), or removal disabled: hold.
+    Floor,
+}
+
+/// One state transition of a policy, for traces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    /// Host time of the event that caused it.
+    pub at: Duration,
+    /// The controller's busy clock at that moment.
+    pub busy: Duration,
+    /// Exploration cycle (0 is the first, which starts at n_init without the cut).
+    pub cycle: u64,
+    pub from: Phase,
+    pub to: Phase,
+    pub reason: Reason,
+    /// Target before and after (equal when only the state changed).
+    pub target_from: usize,
+    pub target_to: usize,
+    /// Trimmed throughput (completions per busy second) of the configuration the decision judged,
+    /// when it has one.
+    pub throughput: Option<f64>,
+    /// Batches that configuration held.
+    pub batches: u32,
+    /// The decision was forced at a dwell cap, from the point estimate.
+    pub forced: bool,
+}

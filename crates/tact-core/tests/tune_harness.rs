@@ -1,0 +1,186 @@
+//! A small deterministic pool for the TCC tests (included by `tune_transitions.rs` and
+//! `tune_props.rs` with `#[path]`; as its own test target it holds no tests).
+//!
+//! Completions come one at a time, 1/rate after the previous one, where `rate` is a function of
+//! the tasks in flight and the completion's index; `extra` adds a delay to chosen completions
+//! (a stall). Input is endless or arrives in blocks. Targets apply at task boundaries: a larger
+//! target starts tasks at once when there is work, a smaller one retires workers as they finish.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use tact_core::tune::{Load, Phase, Policy, Reason, Tcc, Transition, TuneParams};
+
+pub const ENDLESS: usize = usize::MAX / 4;
+
+type Rate = Box<dyn FnMut(usize, u64) -> f64>;
+type Extra = Box<dyn FnMut(u64) -> Duration>;
+
+pub struct Pool {
+    pub tcc: Tcc,
+    pub now: Duration,
+    pub in_flight: usize,
+    pub queued: usize,
+    pub completions: u64,
+    pub rate: Rate,
+    pub extra: Extra,
+    /// Blocks of input: (size, period); the next arrival time.
+    pub blocks: Option<(usize, Duration)>,
+    pub next_arrival: Option<Duration>,
+    next_completion: Option<Duration>,
+    pub trace: Vec<Transition>,
+    pub targets: Vec<(Duration, usize)>,
+}
+
+/// The paper's reproduction parameters (fixed 50 s steady state) from `n_init` workers.
+pub fn paper(n_init: usize) -> TuneParams {
+    TuneParams {
+        n_init,
+        ..TuneParams::paper()
+    }
+}
+
+impl Pool {
+    pub fn new(params: TuneParams, rate: impl FnMut(usize, u64) -> f64 + 'static) -> Pool {
+        Pool::with_input(params, rate, None)
+    }
+
+    pub fn with_input(
+        params: TuneParams,
+        rate: impl FnMut(usize, u64) -> f64 + 'static,
+        blocks: Option<(usize, Duration)>,
+    ) -> Pool {
+        let tcc = Tcc::new(params).expect("valid parameters");
+        let mut pool = Pool {
+            tcc,
+            now: Duration::ZERO,
+            in_flight: 0,
+            queued: blocks.map_or(ENDLESS, |b| b.0),
+            completions: 0,
+            rate: Box::new(rate),
+            extra: Box::new(|_| Duration::ZERO),
+            blocks,
+            next_arrival: blocks.map(|b| b.1),
+            next_completion: None,
+            trace: Vec::new(),
+            targets: Vec::new(),
+        };
+        pool.targets.push((Duration::ZERO, pool.tcc.target()));
+        pool.fill();
+        let answer = pool.tcc.on_start(Duration::ZERO, pool.load());
+        pool.apply(answer);
+        pool.schedule();
+        pool
+    }
+
+    pub fn load(&self) -> Load {
+        Load::new(self.in_flight, self.queued)
+    }
+
+    fn fill(&mut self) -> bool {
+        let mut started = false;
+        while self.in_flight < self.tcc.target() && self.queued > 0 {
+            self.in_flight += 1;
+            if self.queued != ENDLESS {
+                self.queued -= 1;
+            }
+            started = true;
+        }
+        started
+    }
+
+    fn apply(&mut self, mut answer: Option<usize>) {
+        while let Some(n) = answer {
+            self.targets.push((self.now, n));
+            answer = if self.fill() {
+                self.tcc.on_start(self.now, self.load())
+            } else {
+                None
+            };
+        }
+        self.trace.extend(self.tcc.drain_trace());
+    }
+
+    fn schedule(&mut self) {
+        self.next_completion = (self.in_flight > 0).then(|| {
+            let r = (self.rate)(self.in_flight, self.completions);
+            self.now + Duration::from_secs_f64(1.0 / r) + (self.extra)(self.completions)
+        });
+    }
+
+    /// Handles the next event (a completion or an arrival); false when nothing can happen.
+    pub fn step(&mut self) -> bool {
+        let arrival_first = match (self.next_arrival, self.next_completion) {
+            (Some(a), Some(c)) => a <= c,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return false,
+        };
+        if arrival_first {
+            let (size, every) = self.blocks.expect("arrivals come from blocks");
+            self.now = self.next_arrival.unwrap();
+            self.next_arrival = Some(self.now + every);
+            self.queued += size;
+            let before = self.in_flight;
+            let answer = if self.fill() {
+                self.tcc.on_start(self.now, self.load())
+            } else {
+                self.tcc.on_load(self.now, self.load())
+            };
+            self.apply(answer);
+            if before == 0 || self.in_flight != before {
+                self.schedule();
+            }
+        } else {
+            self.now = self.next_completion.unwrap();
+            self.in_flight -= 1;
+            self.completions += 1;
+            self.fill();
+            let answer = self.tcc.on_complete(self.now, self.load());
+            self.apply(answer);
+            self.schedule();
+        }
+        true
+    }
+
+    /// Steps until `done` holds (true) or `max` events passed (false).
+    pub fn run_until(&mut self, max: usize, mut done: impl FnMut(&Pool) -> bool) -> bool {
+        for _ in 0..max {
+            if done(self) {
+                return true;
+            }
+            if !self.step() {
+                return false;
+            }
+        }
+        done(self)
+    }
+
+    /// Runs until the controller has entered Steady `k` times.
+    pub fn until_steady(&mut self, k: usize, max: usize) -> bool {
+        self.run_until(max, |p| {
+            p.trace.iter().filter(|t| t.to == Phase::Steady).count() >= k
+        })
+    }
+
+    /// The trace as (from, to, reason, target before, target after).
+    pub fn moves(&self) -> Vec<(Phase, Phase, Reason, usize, usize)> {
+        self.trace
+            .iter()
+            .map(|t| (t.from, t.to, t.reason, t.target_from, t.target_to))
+            .collect()
+    }
+}
+
+/// A tiny deterministic generator for noisy rates.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

@@ -1,0 +1,526 @@
+//! Runs TCC controllers against a throughput model in virtual time (spec §4, oracle mode).
+//!
+//! Each pool's completions form a renewal process whose rate is the model's throughput for the
+//! tasks currently in flight (all pools' counts together), with deterministic, exponential or
+//! Pareto spacing drawn from one seeded stream per pool. Targets apply at task boundaries, as in
+//! a real pool: a larger target starts tasks at once (when there is work), a smaller one retires
+//! workers as their tasks complete. Time is integer nanoseconds; there are no threads and no
+//! clock reads, so a run is a pure function of its [`Scenario`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tact_core::tune::{Event, Load, Phase, Policy, Status, Tcc, Transition, TuneParams};
+
+use super::model::{Operating, ThroughputModel};
+use crate::rng::SimRng;
+
+/// The spacing of one pool's completions around their mean 1/X.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Spacing {
+    /// Exactly 1/X: the noise-free runs of the paper's Figure 5.
+    Deterministic,
+    Exponential,
+    /// Pareto with shape k (> 1) and the same mean; k = 2.5 is the paper's service times.
+    Pareto {
+        k: f64,
+    },
+}
+
+impl Spacing {
+    fn draw(&self, rng: &mut SimRng, mean: f64) -> f64 {
+        match *self {
+            Spacing::Deterministic => mean,
+            Spacing::Exponential => -(1.0 - rng.uniform()).ln() * mean,
+            Spacing::Pareto { k } => {
+                let scale = mean * (k - 1.0) / k;
+                scale * (1.0 - rng.uniform()).powf(-1.0 / k)
+            }
+        }
+    }
+}
+
+/// Where a pool's tasks come from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Input {
+    /// The queue never runs dry.
+    Endless,
+    /// `size` tasks arrive every `every`, the first at the pool's start.
+    Blocks { size: usize, every: Duration },
+}
+
+/// Rare long pauses (garbage collection): with this probability a completion comes `length`
+/// later than drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stall {
+    pub probability: f64,
+    pub length: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolSpec {
+    pub params: TuneParams,
+    pub start: Duration,
+    pub input: Input,
+}
+
+impl PoolSpec {
+    pub fn new(params: TuneParams) -> Self {
+        PoolSpec {
+            params,
+            start: Duration::ZERO,
+            input: Input::Endless,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Scenario {
+    pub model: Arc<dyn ThroughputModel>,
+    /// Model switches: from each time on, the given model holds.
+    pub changes: Vec<(Duration, Arc<dyn ThroughputModel>)>,
+    pub pools: Vec<PoolSpec>,
+    pub spacing: Spacing,
+    pub stall: Option<Stall>,
+    pub duration: Duration,
+    /// Period of the ticks every controller receives.
+    pub tick: Duration,
+    pub seed: u64,
+    /// End the run early once every pool has entered Steady this many times.
+    pub stop_after_steady: Option<usize>,
+}
+
+impl Scenario {
+    pub fn new(model: Arc<dyn ThroughputModel>, params: TuneParams, duration: Duration) -> Self {
+        Scenario {
+            model,
+            changes: Vec::new(),
+            pools: vec![PoolSpec::new(params)],
+            spacing: Spacing::Exponential,
+            stall: None,
+            duration,
+            tick: Duration::from_millis(100),
+            seed: 1,
+            stop_after_steady: None,
+        }
+    }
+}
+
+/// A stretch of time with constant counts, targets, states and model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Segment {
+    pub from: Duration,
+    pub to: Duration,
+    /// Index of the model in force: 0 for `Scenario::model`, k for the k-th change.
+    pub model: usize,
+    /// Tasks in flight per pool.
+    pub counts: Vec<usize>,
+    pub targets: Vec<usize>,
+    /// None before a pool starts.
+    pub phases: Vec<Option<Phase>>,
+    pub op: Operating,
+}
+
+impl Segment {
+    pub fn length(&self) -> f64 {
+        (self.to - self.from).as_secs_f64()
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolRun {
+    /// The target over time: the initial one at the pool's start, then every change.
+    pub targets: Vec<(Duration, usize)>,
+    pub transitions: Vec<Transition>,
+    pub completions: u64,
+    pub status: Status,
+}
+
+impl PoolRun {
+    /// (time, count) at every entry into Steady.
+    pub fn steady_counts(&self) -> Vec<(Duration, usize)> {
+        self.transitions
+            .iter()
+            .filter(|t| t.to == Phase::Steady)
+            .map(|t| (t.at, t.target_to))
+            .collect()
+    }
+
+    /// FNV-1a over the (t, target) sequence: one number that changes with any decision.
+    pub fn target_hash(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (t, n) in &self.targets {
+            for byte in (t.as_nanos() as u64)
+                .to_le_bytes()
+                .into_iter()
+                .chain((*n as u64).to_le_bytes())
+            {
+                h ^= u64::from(byte);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    /// Simulated time covered: the scenario's duration, or less if it stopped early.
+    pub duration: Duration,
+    pub pools: Vec<PoolRun>,
+    pub segments: Vec<Segment>,
+}
+
+impl Run {
+    /// Time-weighted mean of `f` over the segments in [from, to) that `keep` selects.
+    pub fn mean_over(
+        &self,
+        from: Duration,
+        to: Duration,
+        keep: impl Fn(&Segment) -> bool,
+        f: impl Fn(&Segment) -> f64,
+    ) -> Option<f64> {
+        let (mut w, mut sum) = (0.0, 0.0);
+        for s in &self.segments {
+            let a = s.from.max(from);
+            let b = s.to.min(to);
+            if b <= a || !keep(s) {
+                continue;
+            }
+            let dt = (b - a).as_secs_f64();
+            w += dt;
+            sum += dt * f(s);
+        }
+        (w > 0.0).then(|| sum / w)
+    }
+
+    /// Bottleneck utilization averaged over the time `pool` spent in Steady within [from, to).
+    pub fn steady_utilization(&self, pool: usize, from: Duration, to: Duration) -> Option<f64> {
+        self.mean_over(
+            from,
+            to,
+            |s| s.phases[pool] == Some(Phase::Steady),
+            |s| s.op.bottleneck,
+        )
+    }
+
+    /// The pool's own share of the bottleneck, averaged over its Steady time within [from, to).
+    pub fn steady_share(&self, pool: usize, from: Duration, to: Duration) -> Option<f64> {
+        self.mean_over(
+            from,
+            to,
+            |s| s.phases[pool] == Some(Phase::Steady),
+            |s| s.op.shares[pool],
+        )
+    }
+
+    /// The pool's model throughput averaged over [from, to) (all states).
+    pub fn throughput(&self, pool: usize, from: Duration, to: Duration) -> Option<f64> {
+        self.mean_over(from, to, |_| true, |s| s.op.rates[pool])
+    }
+}
+
+/// A large number standing for "more work than any pool can take".
+const ENDLESS: usize = 1 << 30;
+
+struct Pool {
+    tcc: Tcc,
+    spec: PoolSpec,
+    active: bool,
+    in_flight: usize,
+    queued: usize,
+    next: Option<u64>,
+    next_arrival: Option<u64>,
+    rng: SimRng,
+    run: PoolRun,
+}
+
+impl Pool {
+    fn load(&self) -> Load {
+        Load::new(self.in_flight, self.queued)
+    }
+
+    /// Starts tasks up to the target while there is work; whether any started.
+    fn fill(&mut self) -> bool {
+        let mut started = false;
+        while self.in_flight < self.tcc.target() && self.queued > 0 {
+            self.in_flight += 1;
+            if self.queued != ENDLESS {
+                self.queued -= 1;
+            }
+            started = true;
+        }
+        started
+    }
+
+    /// Applies a controller answer: record it, start tasks, report the starts (which may
+    /// change the target again).
+    fn apply(&mut self, now: Duration, mut answer: Option<usize>) {
+        for _ in 0..4 {
+            let Some(n) = answer else { return };
+            self.run.targets.push((now, n));
+            if !self.fill() {
+                return;
+            }
+            answer = self.tcc.on_start(now, self.load());
+        }
+    }
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
+
+fn dur(t: u64) -> Duration {
+    Duration::from_nanos(t)
+}
+
+/// Runs the scenario to its end.
+pub fn run(sc: &Scenario) -> Run {
+    let mut pools: Vec<Pool> = sc
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let tcc = Tcc::new(spec.params.clone()).expect("valid parameters");
+            new_pool(tcc, spec, i, sc.seed)
+        })
+        .collect();
+    let mut model: Arc<dyn ThroughputModel> = sc.model.clone();
+    let mut model_idx = 0usize;
+    let mut changes: Vec<(u64, Arc<dyn ThroughputModel>)> = sc
+        .changes
+        .iter()
+        .map(|(t, m)| (ns(*t), m.clone()))
+        .collect();
+    changes.sort_by_key(|(t, _)| *t);
+    let mut change_next = 0usize;
+    let end = ns(sc.duration);
+    let tick = ns(sc.tick).max(1);
+    let mut next_tick = tick;
+    let mut stall_rng = SimRng::stream(sc.seed, 0x57A1);
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut now: u64 = 0;
+    let mut op = model.at(&counts(&pools));
+    let mut stopped = false;
+    track(&mut segments, Duration::ZERO, 0, &pools, &op);
+
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Kind {
+        Change,
+        Start(usize),
+        Arrival(usize),
+        Completion(usize),
+        Tick,
+    }
+
+    loop {
+        let mut best: Option<(u64, Kind)> = None;
+        let mut offer = |t: u64, k: Kind| match best {
+            Some(b) if b <= (t, k) => {}
+            _ => best = Some((t, k)),
+        };
+        if let Some((t, _)) = changes.get(change_next) {
+            offer(*t, Kind::Change);
+        }
+        for (i, p) in pools.iter().enumerate() {
+            if !p.active {
+                offer(ns(p.spec.start), Kind::Start(i));
+                continue;
+            }
+            if let Some(t) = p.next_arrival {
+                offer(t, Kind::Arrival(i));
+            }
+            if let Some(t) = p.next {
+                offer(t, Kind::Completion(i));
+            }
+        }
+        offer(next_tick, Kind::Tick);
+        let (t, kind) = best.expect("the tick is always offered");
+        if t >= end {
+            break;
+        }
+        now = t;
+        let at = dur(now);
+        let before = counts(&pools);
+        let mut redraw: Option<usize> = None;
+        match kind {
+            Kind::Change => {
+                model = changes[change_next].1.clone();
+                change_next += 1;
+                model_idx = change_next;
+            }
+            Kind::Start(i) => {
+                let p = &mut pools[i];
+                p.active = true;
+                p.run.targets.push((at, p.tcc.target()));
+                match p.spec.input {
+                    Input::Endless => p.queued = ENDLESS,
+                    Input::Blocks { size, every } => {
+                        p.queued = size;
+                        p.next_arrival = Some(now + ns(every).max(1));
+                    }
+                }
+                p.fill();
+                let answer = p.tcc.on_start(at, p.load());
+                p.apply(at, answer);
+            }
+            Kind::Arrival(i) => {
+                let p = &mut pools[i];
+                if let Input::Blocks { size, every } = p.spec.input {
+                    p.queued += size;
+                    p.next_arrival = Some(now + ns(every).max(1));
+                }
+                let started = p.fill();
+                let load = p.load();
+                let answer = if started {
+                    p.tcc.on_start(at, load)
+                } else {
+                    p.tcc.on_load(at, load)
+                };
+                p.apply(at, answer);
+            }
+            Kind::Completion(i) => {
+                let p = &mut pools[i];
+                p.in_flight -= 1;
+                p.run.completions += 1;
+                p.fill();
+                let answer = p.tcc.on_event(Event::Complete {
+                    at,
+                    load: p.load(),
+                    latency: None,
+                });
+                p.apply(at, answer);
+                p.next = None;
+                redraw = Some(i);
+            }
+            Kind::Tick => {
+                next_tick += tick;
+                for p in pools.iter_mut().filter(|p| p.active) {
+                    let answer = p.tcc.on_tick(at);
+                    p.apply(at, answer);
+                }
+            }
+        }
+        let after = counts(&pools);
+        let changed = after != before || kind == Kind::Change;
+        if changed {
+            op = model.at(&after);
+        }
+        for (i, p) in pools.iter_mut().enumerate() {
+            if !p.active {
+                continue;
+            }
+            if changed || redraw == Some(i) || p.next.is_none() {
+                p.next = next_completion(p, op.rates[i], now, sc, &mut stall_rng);
+            }
+            p.run.transitions.extend(p.tcc.drain_trace());
+        }
+        track(&mut segments, at, model_idx, &pools, &op);
+        if let Some(k) = sc.stop_after_steady {
+            let steadies = |p: &Pool| {
+                p.run
+                    .transitions
+                    .iter()
+                    .filter(|t| t.to == Phase::Steady)
+                    .count()
+            };
+            if pools.iter().all(|p| steadies(p) >= k) {
+                stopped = true;
+                break;
+            }
+        }
+    }
+    let end_d = if stopped { dur(now) } else { dur(end.max(now)) };
+    if let Some(last) = segments.last_mut() {
+        last.to = end_d;
+    }
+    Run {
+        duration: end_d,
+        pools: pools
+            .into_iter()
+            .map(|mut p| {
+                p.run.transitions.extend(p.tcc.drain_trace());
+                p.run.status = p.tcc.status();
+                p.run
+            })
+            .collect(),
+        segments,
+    }
+}
+
+fn new_pool(tcc: Tcc, spec: &PoolSpec, i: usize, seed: u64) -> Pool {
+    let status = tcc.status();
+    Pool {
+        tcc,
+        spec: spec.clone(),
+        active: false,
+        in_flight: 0,
+        queued: 0,
+        next: None,
+        next_arrival: None,
+        rng: SimRng::stream(seed, 1 + i as u64),
+        run: PoolRun {
+            targets: Vec::new(),
+            transitions: Vec::new(),
+            completions: 0,
+            status,
+        },
+    }
+}
+
+fn counts(pools: &[Pool]) -> Vec<usize> {
+    pools.iter().map(|p| p.in_flight).collect()
+}
+
+fn next_completion(
+    p: &mut Pool,
+    rate: f64,
+    now: u64,
+    sc: &Scenario,
+    stall_rng: &mut SimRng,
+) -> Option<u64> {
+    if p.in_flight == 0 || !(rate > 0.0 && rate.is_finite()) {
+        return None;
+    }
+    let mut gap = sc.spacing.draw(&mut p.rng, 1.0 / rate);
+    if let Some(stall) = sc.stall {
+        if stall_rng.uniform() < stall.probability {
+            gap += stall.length.as_secs_f64();
+        }
+    }
+    Some(now + ((gap * 1e9).round() as u64).max(1))
+}
+
+fn track(segments: &mut Vec<Segment>, at: Duration, model: usize, pools: &[Pool], op: &Operating) {
+    let same = segments.last().is_some_and(|s| {
+        s.model == model
+            && s.op == *op
+            && pools.iter().enumerate().all(|(i, p)| {
+                s.counts[i] == p.in_flight
+                    && s.targets[i] == p.tcc.target()
+                    && s.phases[i] == p.active.then(|| p.tcc.phase())
+            })
+    });
+    if same {
+        return;
+    }
+    if let Some(last) = segments.last_mut() {
+        last.to = at;
+    }
+    segments.push(Segment {
+        from: at,
+        to: at,
+        model,
+        counts: pools.iter().map(|p| p.in_flight).collect(),
+        targets: pools.iter().map(|p| p.tcc.target()).collect(),
+        phases: pools
+            .iter()
+            .map(|p| p.active.then(|| p.tcc.phase()))
+            .collect(),
+        op: op.clone(),
+    });
+}
