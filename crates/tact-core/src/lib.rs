@@ -7,6 +7,10 @@
 //!
 //! - [`stats`]: statistics shared by the engines (exact sign test, ridge regression).
 //! - [`polite`]: progress-based regulation (MS Manners / BeNice).
+//! - [`share`]: proportional-share CPU scheduling of process groups (ALPS).
+//! - [`tune`]: throughput-centric concurrency control (TCC).
 
 pub mod polite;
+pub mod share;
 pub mod stats;
+pub mod tune;

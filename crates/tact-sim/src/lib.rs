@@ -7,6 +7,8 @@
 //! - [`measure`]: the measures of spec section 7 (efficiency, interference, overshoot, ...).
 //! - [`polite`]: the driver that runs a polite `Regulator` against the machine.
 //! - [`claims`]: the paper's experiments as functions, shared by the tests and the example.
+//! - [`share`]: a simulated multicore kernel that runs the ALPS engine (proportional share).
+//! - [`tune`]: closed queueing models (mean value analysis) that drive the TCC controller.
 
 pub mod claims;
 pub mod job;
@@ -16,6 +18,8 @@ pub mod measure;
 pub mod noise;
 pub mod polite;
 pub mod rng;
+pub mod share;
+pub mod tune;
 
 pub use job::{Concurrent, Job, SingleMetric};
 pub use load::{Bursty, Foreground, LoadPattern, Segment};
