@@ -112,6 +112,22 @@ impl Guard {
             .stopped_by_tact()
             .filter(|(id, _)| !self.sent.contains(id))
             .collect();
+        self.send_watch(new)
+    }
+
+    /// Hands the guard every member of `tree` it does not hold yet, stopped or not, for a
+    /// regulator that stops and resumes too often to do it at each stop (`tact share`): call it
+    /// whenever membership changes. Several trees may be watched; a process the guard resumes
+    /// that was running is unaffected.
+    pub fn watch_all(&mut self, tree: &JobTree) -> Result<()> {
+        let new: Vec<(ProcId, BorrowedFd<'_>)> = tree
+            .all_members()
+            .filter(|(id, _)| !self.sent.contains(id))
+            .collect();
+        self.send_watch(new)
+    }
+
+    fn send_watch(&mut self, new: Vec<(ProcId, BorrowedFd<'_>)>) -> Result<()> {
         for chunk in new.chunks(FDS_PER_MESSAGE) {
             let fds: Vec<RawFd> = chunk.iter().map(|(_, fd)| fd.as_raw_fd()).collect();
             self.send(b"W", &fds)?;

@@ -37,6 +37,7 @@ pub mod guard;
 pub mod probe;
 pub mod state;
 pub mod targets;
+pub mod timer;
 
 pub use actuate::tree::JobTree;
 pub use error::{Error, Result};

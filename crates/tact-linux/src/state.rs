@@ -65,9 +65,20 @@ impl StateDir {
     /// Records the members of `tree` that tact has stopped, atomically (a crash leaves either
     /// the old record or the new one, never half of one). Call it before each stop.
     pub fn record(&self, tree: &JobTree) -> Result<()> {
+        self.write(tree, tree.stopped_by_tact().map(|(id, _)| id).collect())
+    }
+
+    /// Records every member of `tree`, stopped or not, for a regulator that stops and resumes
+    /// too often to write a record each time (`tact share`): call it whenever membership changes.
+    /// Recovery then also continues members that were running, which is harmless.
+    pub fn record_all(&self, tree: &JobTree) -> Result<()> {
+        self.write(tree, tree.all_members().map(|(id, _)| id).collect())
+    }
+
+    fn write(&self, tree: &JobTree, members: Vec<ProcId>) -> Result<()> {
         let record = Record {
             regulator: self.me,
-            members: tree.stopped_by_tact().map(|(id, _)| id).collect(),
+            members,
         };
         let path = self.record_path(tree);
         let tmp = path.with_extension("tmp");

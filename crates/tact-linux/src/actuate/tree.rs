@@ -232,6 +232,29 @@ impl JobTree {
         }
     }
 
+    /// Sends SIGSTOP to every member at once, without walking `/proc` again or waiting for the
+    /// stops to take effect: for a scheduler that stops and resumes a tree many times a second
+    /// (`tact share`), whose periodic `refresh` finds members forked meanwhile. Members for which
+    /// `skip` is true (the caller saw someone else stop them) are left alone, and `resume` will
+    /// not continue them. Unlike `stop_with`, nothing is recorded here: such a caller records
+    /// and hands over every member when membership changes ([`crate::state::StateDir::record_all`],
+    /// [`crate::Guard::watch_all`]).
+    pub fn stop_now(&mut self, skip: impl Fn(&ProcId) -> bool) -> Result<()> {
+        for m in self.members.iter_mut().filter(|m| !m.ours && !skip(&m.id)) {
+            match m.fd.send_signal(libc::SIGSTOP) {
+                Ok(()) => m.ours = true,
+                Err(Error::NoProcess { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Every member with its pidfd, stopped or not.
+    pub(crate) fn all_members(&self) -> impl Iterator<Item = (ProcId, BorrowedFd<'_>)> {
+        self.members.iter().map(|m| (m.id, m.fd.as_fd()))
+    }
+
     /// Sends SIGCONT to every member tact stopped. Tries them all even if one fails, then
     /// returns the first failure.
     pub fn resume(&mut self) -> Result<()> {

@@ -1,0 +1,138 @@
+//! The share loop's quantum timer (spec proportional-share §4): a periodic `timerfd` on
+//! `CLOCK_MONOTONIC` whose read returns how many periods have passed since the last read. That
+//! count is the engine's `ticks`: above 1 means quanta were missed (an overrun, reported as loss
+//! of control), and they still count as elapsed.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+
+use crate::error::{Error, Result};
+
+/// A periodic timer. The fd is non-blocking and close-on-exec; it can be polled together with a
+/// signalfd (it is readable when at least one period has passed).
+#[derive(Debug)]
+pub struct Ticker {
+    fd: TimerFd,
+    period: Duration,
+    /// Periods that passed beyond the first between two reads, summed.
+    overruns: u64,
+}
+
+impl Ticker {
+    /// Starts a timer that expires every `period`, the first time one period from now.
+    pub fn new(period: Duration) -> Result<Ticker> {
+        if period.is_zero() {
+            return Err(timer_error(
+                "timerfd_settime",
+                io::Error::new(io::ErrorKind::InvalidInput, "the period must be above zero"),
+            ));
+        }
+        let fd = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )
+        .map_err(|e| timer_error("timerfd_create", e.into()))?;
+        fd.set(
+            Expiration::Interval(TimeSpec::from_duration(period)),
+            TimerSetTimeFlags::empty(),
+        )
+        .map_err(|e| timer_error("timerfd_settime", e.into()))?;
+        Ok(Ticker {
+            fd,
+            period,
+            overruns: 0,
+        })
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Blocks until at least one period has passed since the last read and returns how many
+    /// (≥ 1). Retries on EINTR.
+    pub fn wait(&mut self) -> Result<u64> {
+        loop {
+            let ticks = self.take()?;
+            if ticks > 0 {
+                return Ok(ticks);
+            }
+            let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(timer_error("poll", e.into())),
+            }
+        }
+    }
+
+    /// The periods passed since the last read, without blocking: 0 if none has.
+    pub fn take(&mut self) -> Result<u64> {
+        let mut buf = [0u8; 8];
+        loop {
+            match nix::unistd::read(self.fd.as_fd().as_raw_fd(), &mut buf) {
+                Ok(8) => {
+                    let ticks = u64::from_ne_bytes(buf);
+                    self.overruns += ticks.saturating_sub(1);
+                    return Ok(ticks);
+                }
+                Ok(n) => {
+                    return Err(timer_error(
+                        "read",
+                        io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("read {n} bytes, expected 8"),
+                        ),
+                    ))
+                }
+                Err(Errno::EAGAIN) => return Ok(0),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(timer_error("read", e.into())),
+            }
+        }
+    }
+
+    /// Periods missed so far: the sum over reads of (count − 1).
+    pub fn overruns(&self) -> u64 {
+        self.overruns
+    }
+}
+
+impl AsFd for Ticker {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn timer_error(op: &str, e: io::Error) -> Error {
+    Error::io(format!("timerfd ({op})"), e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn counts_periods_and_overruns() {
+        let mut t = Ticker::new(Duration::from_millis(5)).unwrap();
+        assert_eq!(t.period(), Duration::from_millis(5));
+        let start = Instant::now();
+        assert!(t.wait().unwrap() >= 1);
+        assert!(start.elapsed() >= Duration::from_millis(4));
+        // Sleep through several periods: one read reports all of them.
+        std::thread::sleep(Duration::from_millis(30));
+        let ticks = t.wait().unwrap();
+        assert!(ticks >= 5, "{ticks}");
+        assert!(t.overruns() >= 4);
+        assert!(Ticker::new(Duration::ZERO)
+            .unwrap_err()
+            .to_string()
+            .contains("timerfd"));
+    }
+}
