@@ -65,6 +65,9 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Show the jobs registered with the daemon: state, progress against target, duty cycle.
     Status(StatusArgs),
+    /// Divide the CPU among jobs in proportion to integer shares (ALPS), as an ordinary process.
+    #[command(after_help = SHARE_EXAMPLES)]
+    Share(ShareArgs),
     /// Internal: the watchdog that resumes a job if its regulator dies.
     #[command(name = "__guard", hide = true)]
     Guard,
@@ -144,6 +147,87 @@ pub struct PoliteArgs {
     #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true,
           value_parser = clap::value_parser!(i32).range(-100..=100))]
     pub priority: i32,
+}
+
+const SHARE_EXAMPLES: &str = "\
+Examples:
+  tact share --job 1='make -j2' --job 3='./simulate'        make gets 1/4 of the CPU the two use
+  tact share --job 2=./encode --pid 1=4242                 adopt a running process (and its children)
+  taskset -c 1 tact share --quantum 10ms --job 1=a --job 3=b   divide one CPU, as the paper did
+  tact share --backend cgroup --job 1=a --job 4=b          let the kernel enforce it (needs root
+                                                           or a delegated cgroup)
+
+A job's share covers its whole process tree. tact divides the CPU the jobs get together; it does
+not change how much that is. With the `signals` backend it stops (SIGSTOP) the jobs that are ahead
+of their share and resumes (SIGCONT) them when a cycle of S x QUANTUM of the group's CPU time has
+been used, S being the sum of the shares. Nothing is left stopped when tact exits, however it
+exits. At the end tact prints each job's target and achieved share and its own CPU overhead.
+
+Backends:
+  signals   ALPS at user level: unprivileged, exact ratios of consumed CPU (the paper's method)
+  cgroup    cpu.shares (cgroup v1) or cpu.weight (v2) in a cgroup tact creates and removes:
+            no overhead, work conserving, but weights only act under contention
+  auto      cgroup when tact may create cgroups, else signals (the default; tact says which)
+
+Modes (signals backend) when the jobs may use several CPUs:
+  strict      the paper's rule: consumed CPU in the exact ratio of the shares; CPUs may idle
+              while stopped jobs wait (the default on one CPU)
+  conserving  shares no single-threaded job can use are capped at one CPU and handed to the
+              rest, capped jobs get CPUs of their own, and idle CPUs are lent to stopped jobs
+              (the default on two or more CPUs)";
+
+#[derive(Debug, Args)]
+pub struct ShareArgs {
+    /// A command to start (through `sh -c`) with this many shares. Repeat for several.
+    #[arg(
+        long = "job",
+        value_name = "SHARES=COMMAND",
+        allow_hyphen_values = true
+    )]
+    pub jobs: Vec<String>,
+    /// A running process (with its children) to adopt with this many shares. Repeat for several.
+    #[arg(long = "pid", value_name = "SHARES=PID", allow_hyphen_values = true)]
+    pub pids: Vec<String>,
+    /// Timer period: how often tact looks at the jobs' CPU time. A cycle is the sum of the
+    /// shares times this much CPU time; shorter is more even, at more overhead [default: 20ms].
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub quantum: Option<Duration>,
+    /// Basic ALPS: read every running job every quantum (the default, optimized ALPS, skips
+    /// reads that cannot change a decision).
+    #[arg(long)]
+    pub basic: bool,
+    /// Turn off the blocked-job rule (a job found sleeping is charged one quantum, so that it
+    /// cannot hold up the end of a cycle while the others wait).
+    #[arg(long)]
+    pub no_io: bool,
+    /// How the shares are enforced.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// Create the jobs' cgroups under DIR (a directory of the cpu hierarchy, e.g. a subtree
+    /// systemd delegated to you) [default: tact's own cgroup].
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_parent: Option<PathBuf>,
+    /// Strict or conserving division when the jobs may use several CPUs [default: strict on
+    /// one CPU, conserving on more].
+    #[arg(long, value_enum)]
+    pub mode: Option<ShareMode>,
+    /// Write one JSON object per cycle (signals) or per second (cgroup) to FILE: each job's CPU
+    /// time, entitlement and relative error.
+    #[arg(long, value_name = "FILE")]
+    pub json_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Auto,
+    Signals,
+    Cgroup,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShareMode {
+    Strict,
+    Conserving,
 }
 
 #[derive(Debug, Args)]

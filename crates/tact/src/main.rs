@@ -5,6 +5,7 @@ mod daemon;
 mod demo;
 mod jobs;
 mod paths;
+mod share;
 mod trace;
 
 use std::process::ExitCode;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
                 Command::Demo(args) => demo::run(args).map(|()| 0),
                 Command::Daemon(args) => daemon::run(args),
                 Command::Status(args) => daemon::status::run(args),
+                Command::Share(args) => share::run(args),
                 Command::Guard | Command::Work(_) | Command::Recover => {
                     unreachable!("handled above")
                 }

@@ -1,11 +1,14 @@
-//! Waiting for what can interrupt regulation: the job's exit, or a signal to tact.
+//! Waiting for what can interrupt regulation: the job's exit (or the next tick of a timer), or a
+//! signal to tact.
 //!
 //! Termination signals are blocked and read from a signalfd, so they arrive as events in the one
 //! loop that also owns the stopped job: there is no handler that could run while the job is half
 //! stopped, and the loop always resumes the job before acting on a signal. (Children start with
-//! an empty signal mask: std's process spawning resets it.)
+//! an empty signal mask: see [`unblock_signals_in_child`].)
 
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -21,6 +24,22 @@ const HANDLED: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
+/// tact blocks termination signals to read them from a signalfd; a command it starts must not
+/// inherit that mask, or it would ignore SIGTERM and Ctrl-C.
+pub fn unblock_signals_in_child(command: &mut Command) {
+    // SAFETY: sigprocmask is async-signal-safe, and nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let mut empty = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut empty);
+            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A signal as received.
 #[derive(Debug, Clone, Copy)]
 pub struct Received {
@@ -32,8 +51,9 @@ pub struct Received {
 
 pub enum Event {
     Timeout,
-    /// The process behind the watched pidfd exited.
-    Exited,
+    /// The watched file descriptor is readable: the process behind a pidfd exited, or a timerfd
+    /// expired.
+    Ready,
     Signal(Received),
 }
 
@@ -56,8 +76,9 @@ impl Events {
         Ok(Events { sfd })
     }
 
-    /// Waits up to `timeout` for the process behind `pidfd` to exit or a signal to arrive.
-    pub fn wait(&mut self, pidfd: BorrowedFd, timeout: Duration) -> Result<Event> {
+    /// Waits up to `timeout` for `fd` to become readable (the process behind a pidfd exited, a
+    /// timerfd expired) or a signal to arrive.
+    pub fn wait(&mut self, fd: BorrowedFd, timeout: Duration) -> Result<Event> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(sig) = self.pending()? {
@@ -67,7 +88,7 @@ impl Events {
             // Rounded up, so a wait never spins on a zero timeout below one millisecond.
             let ms = u16::try_from(left.as_micros().div_ceil(1000)).unwrap_or(u16::MAX);
             let mut fds = [
-                PollFd::new(pidfd, PollFlags::POLLIN),
+                PollFd::new(fd, PollFlags::POLLIN),
                 PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN),
             ];
             match poll(&mut fds, PollTimeout::from(ms)) {
@@ -75,7 +96,7 @@ impl Events {
                 Err(e) => return Err(e).context("poll"),
             }
             if fds[0].revents().is_some_and(|r| !r.is_empty()) {
-                return Ok(Event::Exited);
+                return Ok(Event::Ready);
             }
             if fds[1].revents().is_some_and(|r| !r.is_empty()) {
                 continue;

@@ -1,7 +1,7 @@
 //! Jobs: probes, an engine and actuators wired together for one regulated program.
 
 pub mod attach;
-mod events;
+pub mod events;
 mod polite;
 pub mod run;
 mod turn;

@@ -302,7 +302,7 @@ impl PoliteJob {
         let mut last_save = Instant::now();
         loop {
             match events.wait(self.root.as_fd(), self.poll.current())? {
-                Event::Exited => return Ok(Ended::Exited),
+                Event::Ready => return Ok(Ended::Exited),
                 Event::Signal(sig) => return Ok(Ended::Interrupted(sig)),
                 Event::Timeout => {}
             }
@@ -397,7 +397,7 @@ impl PoliteJob {
                         (m, s) => m.or(s),
                     };
                 }
-                Event::Exited => break Some(Ended::Exited),
+                Event::Ready => break Some(Ended::Exited),
                 Event::Signal(sig) => break Some(Ended::Interrupted(sig)),
             }
         };
@@ -460,7 +460,7 @@ impl PoliteJob {
             }
             match events.wait(self.root.as_fd(), Duration::ZERO)? {
                 Event::Timeout => {}
-                Event::Exited => break Some(Ended::Exited),
+                Event::Ready => break Some(Ended::Exited),
                 Event::Signal(sig) => break Some(Ended::Interrupted(sig)),
             }
         };

@@ -2,13 +2,13 @@
 
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use super::events::{Event, Events, Received};
+use super::events::{unblock_signals_in_child, Event, Events, Received};
 use super::polite::{Ended, PoliteJob, Settings};
 use crate::cli::RunArgs;
 
@@ -22,19 +22,7 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     let (cmd, cmd_args) = args.command.split_first().expect("clap requires a command");
     let mut command = Command::new(cmd);
     command.args(cmd_args);
-    // tact blocks termination signals to read them from a signalfd; the command must not inherit
-    // that mask, or it would ignore SIGTERM and Ctrl-C.
-    // SAFETY: sigprocmask is async-signal-safe, and nothing else runs between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            let mut empty = std::mem::zeroed::<libc::sigset_t>();
-            libc::sigemptyset(&mut empty);
-            if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    unblock_signals_in_child(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -85,7 +73,7 @@ fn pass_on_until_exit(job: &PoliteJob, events: &mut Events, mut sig: Received) -
         }
         loop {
             match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
-                Event::Exited => return Ok(()),
+                Event::Ready => return Ok(()),
                 Event::Signal(next) => {
                     sig = next;
                     break;

@@ -1,0 +1,294 @@
+//! The `signals` backend: ALPS at user level. Every quantum a timerfd wakes tact, which reads the
+//! CPU clocks of the jobs the engine names, steps the engine, and sends the SIGSTOPs and SIGCONTs
+//! (and, in conserving mode, the affinity changes) it decides. Membership is rescanned every
+//! second. Every member is recorded in a state file and handed to the watchdog when it joins, so
+//! that no exit path, SIGKILL included, leaves a job stopped.
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tact_core::share::{Action, Alps, Counters, EntityId, ShareConfig};
+use tact_linux::actuate::affinity::{self, SavedAffinity};
+use tact_linux::state::StateDir;
+use tact_linux::timer::Ticker;
+use tact_linux::{Guard, ProcId};
+
+use super::group::{Job, MemberIds};
+use super::report::CycleLog;
+use crate::jobs::events::{Event, Events, Received};
+
+/// Membership rescan period (spec section 2, `rescan`).
+const RESCAN: Duration = Duration::from_secs(1);
+/// The watchdog resumes everything if tact does not renew within this long (it hung).
+const LEASE: Duration = Duration::from_secs(5);
+const RENEW_EVERY: Duration = Duration::from_millis(500);
+
+/// What the run came to.
+pub struct Outcome {
+    pub counters: Counters,
+    /// The signal that interrupted it, if one did.
+    pub interrupted: Option<Received>,
+}
+
+pub fn run(
+    jobs: &mut [Job],
+    cfg: ShareConfig,
+    cpus: &[usize],
+    log: Option<&mut CycleLog>,
+    events: &mut Events,
+) -> Result<Outcome> {
+    let mut alps = Alps::new(cfg.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let state = StateDir::new(crate::paths::runtime_dir()?)?;
+    let exe = std::env::current_exe().context("cannot find tact's own executable for its guard")?;
+    let mut guard = Guard::start(&exe, &["__guard"])?;
+    guard.renew(LEASE)?;
+    let mut edge = Edge {
+        state,
+        guard: Some(guard),
+        partition: Partition::new(cpus.to_vec()),
+    };
+    let result = edge.drive(
+        jobs,
+        &mut alps,
+        Duration::from_nanos(cfg.quantum_ns),
+        log,
+        events,
+    );
+    // Whatever happened, nothing stays stopped or pinned.
+    let resumed = edge.release(jobs);
+    let interrupted = result?;
+    resumed?;
+    Ok(Outcome {
+        counters: alps.counters(),
+        interrupted,
+    })
+}
+
+struct Edge {
+    state: StateDir,
+    /// Until `release` dismisses it.
+    guard: Option<Guard>,
+    partition: Partition,
+}
+
+impl Edge {
+    fn drive(
+        &mut self,
+        jobs: &mut [Job],
+        alps: &mut Alps,
+        quantum: Duration,
+        mut log: Option<&mut CycleLog>,
+        events: &mut Events,
+    ) -> Result<Option<Received>> {
+        let mut ids = MemberIds::default();
+        let mut pending = Vec::new();
+        for job in jobs.iter_mut() {
+            if let Some(ev) = job.arrive(&mut ids)? {
+                pending.push(ev);
+            }
+            self.protect(job)?;
+        }
+        let start = Instant::now();
+        let mut ticker = Ticker::new(quantum)?;
+        let (mut last_scan, mut last_renew) = (Instant::now(), Instant::now());
+        loop {
+            if jobs.iter().all(|j| j.gone) {
+                return Ok(None);
+            }
+            let ticks = match events.wait(ticker.as_fd(), Duration::from_secs(3600))? {
+                Event::Ready => ticker.take()?,
+                Event::Signal(sig) => return Ok(Some(sig)),
+                Event::Timeout => 0,
+            };
+            if ticks == 0 {
+                continue;
+            }
+            let mut readings = Vec::new();
+            for id in alps.due(ticks) {
+                let job = &mut jobs[id as usize];
+                if let Some(r) = job.read(&mut pending) {
+                    readings.push((id, r));
+                }
+            }
+            if last_scan.elapsed() >= RESCAN {
+                last_scan = Instant::now();
+                for job in jobs.iter_mut().filter(|j| !j.gone) {
+                    if job.rescan_events(&mut ids, &mut pending)? {
+                        self.protect(job)?;
+                        // A newcomer inherits its parent's mask, which may be the old one.
+                        self.partition.apply_to(job)?;
+                    }
+                }
+            }
+            let out = alps
+                .step(ticks, &readings, std::mem::take(&mut pending))
+                .expect("ticks > 0");
+            for r in &out.rejected {
+                tracing::warn!("share engine refused {:?}: {}", r.event, r.error);
+            }
+            tracing::trace!(ticks, reads = readings.len(), actions = ?out.actions, "step");
+            if out.cycle.is_some() || out.actions.iter().any(|a| !a.is_signal()) {
+                for e in alps.entities() {
+                    jobs[e.id as usize].weight = Some(e.weight);
+                }
+            }
+            self.act(jobs, &out.actions)?;
+            if let (Some(log), Some(cycle)) = (log.as_deref_mut(), &out.cycle) {
+                log.cycle(start.elapsed(), cycle, jobs)?;
+            }
+            if last_renew.elapsed() >= RENEW_EVERY {
+                last_renew = Instant::now();
+                if let Some(guard) = &mut self.guard {
+                    guard.renew(LEASE)?;
+                }
+            }
+        }
+    }
+
+    /// Records the job's members and hands them to the watchdog (whenever membership changes).
+    fn protect(&mut self, job: &Job) -> Result<()> {
+        if job.gone {
+            return Ok(());
+        }
+        self.state.record_all(job.tree())?;
+        if let Some(guard) = &mut self.guard {
+            guard.watch_all(job.tree())?;
+        }
+        Ok(())
+    }
+
+    /// Carries out the engine's actions, stops first (they come sorted).
+    fn act(&mut self, jobs: &mut [Job], actions: &[Action]) -> Result<()> {
+        let mut repartition = false;
+        for a in actions {
+            let job = &mut jobs[a.id() as usize];
+            if job.gone {
+                continue;
+            }
+            match *a {
+                Action::Stop(_) | Action::Unfill(_) => job.stop()?,
+                Action::Continue(_) | Action::Fill(_) => job.resume()?,
+                Action::Pin { id, cpus } => repartition |= self.partition.pin(id, cpus),
+                Action::Unpin(id) => repartition |= self.partition.unpin(id),
+            }
+        }
+        if repartition {
+            for job in jobs.iter_mut().filter(|j| !j.gone) {
+                self.partition.apply_to(job)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Resumes every job, restores every mask, and dismisses the watchdog and the state files.
+    fn release(&mut self, jobs: &mut [Job]) -> Result<()> {
+        let mut first_error = None;
+        for job in jobs.iter_mut() {
+            if let Err(e) = job.resume() {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.partition.restore();
+        // The watchdog goes only once everything runs again: until then it is the safety net.
+        if let Some(Err(e)) = self.guard.take().map(Guard::bye) {
+            tracing::warn!("watchdog: {e}");
+        }
+        for job in jobs.iter() {
+            if let Err(e) = self.state.remove(job.tree()) {
+                tracing::warn!("{e}");
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Conserving mode's core partition: which of the group's CPUs each capped job owns; every
+/// other job runs on the rest. Original masks are saved the first time tact changes a process
+/// and restored at the end.
+struct Partition {
+    cpus: Vec<usize>,
+    owned: BTreeMap<EntityId, Vec<usize>>,
+    saved: BTreeMap<ProcId, SavedAffinity>,
+}
+
+impl Partition {
+    fn new(cpus: Vec<usize>) -> Self {
+        Partition {
+            cpus,
+            owned: BTreeMap::new(),
+            saved: BTreeMap::new(),
+        }
+    }
+
+    /// Gives `id` `n` CPUs of its own, from the top of the group's list; whether that changed
+    /// anything.
+    fn pin(&mut self, id: EntityId, n: u32) -> bool {
+        self.owned.remove(&id);
+        let taken: Vec<usize> = self.owned.values().flatten().copied().collect();
+        let mine: Vec<usize> = self
+            .cpus
+            .iter()
+            .rev()
+            .filter(|c| !taken.contains(c))
+            .take(n as usize)
+            .copied()
+            .collect();
+        // Never leave the unpinned jobs without a CPU.
+        if mine.is_empty() || taken.len() + mine.len() >= self.cpus.len() {
+            return false;
+        }
+        self.owned.insert(id, mine);
+        true
+    }
+
+    fn unpin(&mut self, id: EntityId) -> bool {
+        self.owned.remove(&id).is_some()
+    }
+
+    /// The CPUs job `id` should run on.
+    fn cpus_of(&self, id: EntityId) -> Vec<usize> {
+        if let Some(mine) = self.owned.get(&id) {
+            return mine.clone();
+        }
+        let taken: Vec<usize> = self.owned.values().flatten().copied().collect();
+        self.cpus
+            .iter()
+            .filter(|c| !taken.contains(c))
+            .copied()
+            .collect()
+    }
+
+    /// Sets every member of `job` to its CPUs (only once the partition has been used).
+    fn apply_to(&mut self, job: &Job) -> Result<()> {
+        if self.owned.is_empty() && self.saved.is_empty() {
+            return Ok(());
+        }
+        let cpus = self.cpus_of(job.id);
+        for id in job.tree().members() {
+            if self.saved.contains_key(&id) {
+                if let Err(e) = affinity::pin(id.pid, &cpus) {
+                    tracing::debug!("affinity of {}: {e}", id.pid);
+                }
+                continue;
+            }
+            match affinity::pin(id.pid, &cpus) {
+                Ok(saved) => {
+                    self.saved.insert(id, saved);
+                }
+                Err(e) => tracing::debug!("affinity of {}: {e}", id.pid),
+            }
+        }
+        Ok(())
+    }
+
+    fn restore(&mut self) {
+        for saved in std::mem::take(&mut self.saved).into_values() {
+            if let Err(e) = saved.restore() {
+                tracing::debug!("restoring the affinity of {}: {e}", saved.id.pid);
+            }
+        }
+        self.owned.clear();
+    }
+}

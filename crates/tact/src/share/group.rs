@@ -1,0 +1,322 @@
+//! The jobs of a `tact share` group as the edge sees them: each a process tree (started with
+//! `sh -c` or adopted), the CPU clock and stat file of each member kept open, and the CPU time
+//! each has used since tact took charge of it.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::process::{Child, Command, ExitStatus};
+
+use anyhow::{Context, Result};
+use tact_core::share::{EntityId, Event, MemberId, Reading};
+use tact_linux::probe::cpu::{Activity, ProcWatch};
+use tact_linux::{Error as LinuxError, JobTree, ProcId};
+
+use super::spec::{JobSpec, What};
+use crate::jobs::events::unblock_signals_in_child;
+
+/// One process of a job.
+struct Member {
+    mid: MemberId,
+    watch: ProcWatch,
+    /// CPU time when tact first saw it, and at its latest read.
+    baseline: u64,
+    last: u64,
+    activity: Activity,
+    threads: u32,
+}
+
+/// One job: an entity of the engine.
+pub struct Job {
+    pub id: EntityId,
+    pub spec: JobSpec,
+    tree: JobTree,
+    /// The `sh -c` process tact started, until it is reaped.
+    child: Option<Child>,
+    pub exit: Option<ExitStatus>,
+    members: BTreeMap<ProcId, Member>,
+    /// CPU time of members that have left.
+    left_ns: u64,
+    /// The engine has this job stopped (or it is being filled: see `filled`).
+    pub stopped: bool,
+    /// Departed from the engine: no member left.
+    pub gone: bool,
+    /// The weight the engine last ran it on: its share, or its feasible share φ in conserving
+    /// mode.
+    pub weight: Option<f64>,
+}
+
+/// Member ids unique over the whole group.
+#[derive(Default)]
+pub struct MemberIds(MemberId);
+
+impl MemberIds {
+    fn next(&mut self) -> MemberId {
+        self.0 += 1;
+        self.0
+    }
+}
+
+impl Job {
+    /// Starts or adopts the job. A command that cannot start is an error naming it.
+    pub fn start(id: EntityId, spec: JobSpec) -> Result<Job> {
+        let (tree, child) = match &spec.what {
+            What::Command(cmd) => {
+                let mut command = Command::new("sh");
+                command.arg("-c").arg(cmd);
+                unblock_signals_in_child(&mut command);
+                let mut child = command
+                    .spawn()
+                    .map_err(|e| match e.kind() {
+                        ErrorKind::NotFound => anyhow::anyhow!("sh: not found"),
+                        _ => e.into(),
+                    })
+                    .with_context(|| format!("--job {}={cmd}: cannot start", spec.shares))?;
+                match JobTree::attach(child.id() as i32) {
+                    Ok(tree) => (tree, Some(child)),
+                    Err(e) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(e).context(format!("--job {}={cmd}", spec.shares));
+                    }
+                }
+            }
+            What::Pid(pid) => {
+                let tree = JobTree::attach(*pid)
+                    .with_context(|| format!("--pid {}={pid}", spec.shares))?;
+                (tree, None)
+            }
+        };
+        Ok(Job {
+            id,
+            spec,
+            tree,
+            child,
+            exit: None,
+            members: BTreeMap::new(),
+            left_ns: 0,
+            stopped: false,
+            gone: false,
+            weight: None,
+        })
+    }
+
+    pub fn tree(&self) -> &JobTree {
+        &self.tree
+    }
+
+    /// The `sh -c` process, if tact started one and it has not been reaped.
+    pub fn child_pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// The engine's `Arrive` for this job: every member's baseline.
+    pub fn arrive(&mut self, ids: &mut MemberIds) -> Result<Option<Event>> {
+        self.rescan(ids)?;
+        if self.members.is_empty() {
+            self.gone = true;
+            return Ok(None);
+        }
+        let reading = self.reading();
+        Ok(Some(Event::Arrive {
+            id: self.id,
+            share: self.spec.shares,
+            baseline: reading,
+        }))
+    }
+
+    /// Reads every member (the engine found the job due): its reading, and the events of members
+    /// found dead (read one last time, then dropped; the job departs when none is left).
+    pub fn read(&mut self, events: &mut Vec<Event>) -> Option<Reading> {
+        let mut dead = Vec::new();
+        for (id, m) in self.members.iter_mut() {
+            match m.watch.read() {
+                Ok(r) => {
+                    m.last = m.last.max(r.cpu_ns);
+                    m.activity = r.activity;
+                    m.threads = r.threads;
+                    if r.activity == Activity::Dead {
+                        dead.push(*id);
+                    }
+                }
+                Err(_) => dead.push(*id),
+            }
+        }
+        for id in dead {
+            self.leave(id, events);
+        }
+        self.reap();
+        if self.members.is_empty() {
+            return self.depart();
+        }
+        Some(self.reading())
+    }
+
+    /// Finds members forked or exited since the last scan (spec: every second). Returns whether
+    /// membership changed.
+    pub fn rescan_events(&mut self, ids: &mut MemberIds, events: &mut Vec<Event>) -> Result<bool> {
+        let joined = self.rescan(ids)?;
+        let live = self.tree.members();
+        let gone: Vec<ProcId> = self
+            .members
+            .keys()
+            .filter(|id| !live.contains(id))
+            .copied()
+            .collect();
+        let changed = !joined.is_empty() || !gone.is_empty();
+        for (mid, cpu_ns) in joined {
+            events.push(Event::MemberJoined {
+                id: self.id,
+                member: mid,
+                cpu_ns,
+            });
+        }
+        for id in gone {
+            if let Some(m) = self.members.get_mut(&id) {
+                // A zombie's clock still reads until it is reaped.
+                if let Ok(ns) = m.watch.cpu_ns() {
+                    m.last = m.last.max(ns);
+                }
+            }
+            self.leave(id, events);
+        }
+        self.reap();
+        if self.members.is_empty() {
+            self.depart();
+        }
+        Ok(changed)
+    }
+
+    /// Refreshes the tree and opens watches on new members; their ids and baselines.
+    fn rescan(&mut self, ids: &mut MemberIds) -> Result<Vec<(MemberId, u64)>> {
+        match self.tree.refresh() {
+            Ok(()) => {}
+            Err(LinuxError::NoProcess { .. }) => {}
+            Err(e) => return Err(e).context("cannot list the job's processes"),
+        }
+        let mut joined = Vec::new();
+        for id in self.tree.members() {
+            if self.members.contains_key(&id) {
+                continue;
+            }
+            let Ok(mut watch) = ProcWatch::open(id.pid) else {
+                continue; // exited meanwhile
+            };
+            if watch.id() != id {
+                continue; // the pid was reused between the walk and the open
+            }
+            let Ok(r) = watch.read() else { continue };
+            let mid = ids.next();
+            self.members.insert(
+                id,
+                Member {
+                    mid,
+                    watch,
+                    baseline: r.cpu_ns,
+                    last: r.cpu_ns,
+                    activity: r.activity,
+                    threads: r.threads,
+                },
+            );
+            joined.push((mid, r.cpu_ns));
+        }
+        Ok(joined)
+    }
+
+    fn leave(&mut self, id: ProcId, events: &mut Vec<Event>) {
+        let Some(m) = self.members.remove(&id) else {
+            return;
+        };
+        self.left_ns += m.last - m.baseline;
+        // The engine departs a job whose last member leaves.
+        events.push(Event::MemberLeft {
+            id: self.id,
+            member: m.mid,
+            last_cpu_ns: Some(m.last),
+        });
+    }
+
+    /// The last member left: the job is gone (a `MemberLeft` of its last member departs it).
+    fn depart(&mut self) -> Option<Reading> {
+        self.gone = true;
+        None
+    }
+
+    /// Reaps the `sh -c` process once it has exited, keeping its status.
+    pub fn reap(&mut self) {
+        if let Some(child) = &mut self.child {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.exit = Some(status);
+                self.child = None;
+            }
+        }
+    }
+
+    /// The engine's reading of every member as last read.
+    fn reading(&self) -> Reading {
+        Reading {
+            cpu_ns: self.members.values().map(|m| (m.mid, m.last)).collect(),
+            blocked: self.members.values().all(|m| m.activity.is_blocked()),
+            threads: self.threads(),
+            cpus: 0,
+        }
+    }
+
+    fn threads(&self) -> u32 {
+        self.members.values().map(|m| m.threads.max(1)).sum()
+    }
+
+    /// CPU time the job has used since tact took charge of it (as of the latest reads).
+    pub fn consumed_ns(&self) -> u64 {
+        self.left_ns
+            + self
+                .members
+                .values()
+                .map(|m| m.last - m.baseline)
+                .sum::<u64>()
+    }
+
+    /// Reads every member's CPU time now (for the final table and the per-second log).
+    pub fn refresh_totals(&mut self) {
+        for m in self.members.values_mut() {
+            if let Ok(ns) = m.watch.cpu_ns() {
+                m.last = m.last.max(ns);
+            }
+        }
+    }
+
+    /// SIGSTOPs every member, except those someone else stopped (seen at their last read).
+    pub fn stop(&mut self) -> Result<()> {
+        let members = &self.members;
+        self.tree
+            .stop_now(|id| {
+                members
+                    .get(id)
+                    .is_some_and(|m| m.activity == Activity::Stopped)
+            })
+            .context("cannot stop a job")?;
+        self.stopped = true;
+        Ok(())
+    }
+
+    /// SIGCONTs every member tact stopped.
+    pub fn resume(&mut self) -> Result<()> {
+        self.stopped = false;
+        self.tree.resume().context("cannot resume a job")
+    }
+
+    /// Sends `sig` to the `sh -c` process tact started (to pass an interrupt on).
+    pub fn signal_child(&self, sig: nix::sys::signal::Signal) {
+        if let Some(pid) = self.child_pid() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+    }
+
+    /// Waits for the `sh -c` process tact started.
+    pub fn wait_child(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(status) = child.wait() {
+                self.exit = Some(status);
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! `tact share`: divide the CPU a group of jobs gets in proportion to integer shares (ALPS,
+//! spec proportional-share.md), through SIGSTOP/SIGCONT at user level or cgroup weights.
+
+mod alps;
+mod cgroup;
+mod group;
+mod report;
+mod spec;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tact_core::share::{Mode, ShareConfig};
+use tact_linux::actuate::affinity;
+use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
+
+use crate::cli::{Backend, ShareArgs, ShareMode};
+use crate::jobs::events::{Events, Received};
+use group::Job;
+use report::{CycleLog, Row};
+
+/// The default quantum (spec section 2).
+const DEFAULT_QUANTUM: Duration = Duration::from_millis(20);
+/// How long an interrupted tact waits for the commands it started after passing the signal on.
+const GRACE: Duration = Duration::from_secs(10);
+
+pub fn run(args: &ShareArgs) -> Result<i32> {
+    let specs = spec::parse(&args.jobs, &args.pids)?;
+    let cpus = affinity::thread_cpus(std::process::id() as i32)
+        .context("cannot read tact's own CPU affinity")?;
+    let mode = match args.mode {
+        Some(ShareMode::Strict) => Mode::Strict,
+        Some(ShareMode::Conserving) => Mode::Conserving,
+        None => Mode::default_for(cpus.len() as u32),
+    };
+    let quantum = args.quantum.unwrap_or(DEFAULT_QUANTUM);
+    let cfg = ShareConfig {
+        quantum_ns: quantum.as_nanos().min(u64::MAX as u128) as u64,
+        lazy: !args.basic,
+        // tact's refinement of optimized ALPS (docs/share.md): the cycle end is not noticed late.
+        cycle_bound: !args.basic,
+        io: !args.no_io,
+        mode,
+        ..ShareConfig::new(0, cpus.len() as u32)
+    };
+    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let backend = choose_backend(args)?;
+    let mut log = args.json_log.as_deref().map(CycleLog::create).transpose()?;
+
+    // Signals are blocked (and read from a signalfd) before any job starts.
+    let mut events = Events::new()?;
+    let mut jobs = Vec::new();
+    for (i, spec) in specs.into_iter().enumerate() {
+        match Job::start(i as u64, spec) {
+            Ok(job) => jobs.push(job),
+            Err(e) => {
+                // Nothing runs yet under tact's control: the commands it started go too.
+                for job in &mut jobs {
+                    job.signal_child(nix::sys::signal::Signal::SIGKILL);
+                    job.wait_child();
+                }
+                return Err(e);
+            }
+        }
+    }
+
+    let start = Instant::now();
+    let (interrupted, usage, footer) = match backend {
+        Chosen::Signals => {
+            eprintln!(
+                "tact: backend signals: {} ALPS, quantum {}, {} on {} CPU{}",
+                if cfg.lazy { "optimized" } else { "basic" },
+                humantime::format_duration(quantum),
+                match mode {
+                    Mode::Strict => "strict",
+                    Mode::Conserving => "conserving",
+                },
+                cpus.len(),
+                if cpus.len() == 1 { "" } else { "s" }
+            );
+            let out = alps::run(&mut jobs, cfg, &cpus, log.as_mut(), &mut events)?;
+            let c = out.counters;
+            let footer = format!(
+                "{} cycles, {} quanta ({} missed), {:.2} reads and {:.3} signals per quantum",
+                c.cycles,
+                c.quanta,
+                c.overruns,
+                c.reads as f64 / c.quanta.max(1) as f64,
+                c.signals as f64 / c.quanta.max(1) as f64,
+            );
+            (out.interrupted, None, footer)
+        }
+        Chosen::Cgroup(hier) => {
+            eprintln!("tact: backend cgroup ({})", hier.version.weight_file());
+            let parent = args.cgroup_parent.as_deref();
+            let out = cgroup::run(&mut jobs, hier, parent, log.as_mut(), &mut events)?;
+            (out.interrupted, Some(out.usage_ns), out.weights)
+        }
+    };
+    let wall = start.elapsed();
+    if let Some(sig) = interrupted {
+        pass_on(&mut jobs, sig);
+    }
+    for job in &mut jobs {
+        job.refresh_totals();
+        job.wait_child();
+    }
+    let rows: Vec<Row> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| Row {
+            label: j.spec.label(),
+            shares: j.spec.shares,
+            feasible: j.weight,
+            cpu_ns: usage
+                .as_ref()
+                .and_then(|u| u[i])
+                .unwrap_or_else(|| j.consumed_ns()),
+            exit: match (&j.exit, j.gone) {
+                (Some(s), _) => describe(*s),
+                (None, true) => "exited".into(),
+                (None, false) => "running".into(),
+            },
+        })
+        .collect();
+    let own = own_cpu();
+    report::table(
+        &rows,
+        &[
+            format!("tact: {footer}"),
+            format!(
+                "tact: own CPU {:.3} s over {:.1} s: {:.2}% of one CPU",
+                own.as_secs_f64(),
+                wall.as_secs_f64(),
+                100.0 * own.as_secs_f64() / wall.as_secs_f64().max(1e-9)
+            ),
+        ],
+    );
+    if let Some(sig) = interrupted {
+        return Ok(128 + sig.signal as i32);
+    }
+    let failed = jobs.iter().any(|j| j.exit.is_some_and(|s| !s.success()));
+    Ok(if failed { 1 } else { 0 })
+}
+
+enum Chosen {
+    Signals,
+    Cgroup(CpuHierarchy),
+}
+
+/// `auto` takes cgroups when tact may create them, unless an option only ALPS has was given.
+fn choose_backend(args: &ShareArgs) -> Result<Chosen> {
+    let probe = format!("tact-share-{}-probe", std::process::id());
+    let alps_only = args.basic || args.no_io || args.mode.is_some() || args.quantum.is_some();
+    let parent = args.cgroup_parent.as_deref();
+    match args.backend {
+        Backend::Signals => Ok(Chosen::Signals),
+        Backend::Cgroup => {
+            if alps_only {
+                bail!(
+                    "--backend cgroup: --quantum, --basic, --no-io and --mode only apply to the \
+                     signals backend"
+                );
+            }
+            match cgroup_cpu::can_use(parent, &probe) {
+                Ok(h) => Ok(Chosen::Cgroup(h)),
+                Err(why) => bail!("--backend cgroup: {why} (--backend signals needs no privilege)"),
+            }
+        }
+        Backend::Auto if alps_only => Ok(Chosen::Signals),
+        Backend::Auto => match cgroup_cpu::can_use(parent, &probe) {
+            Ok(h) => Ok(Chosen::Cgroup(h)),
+            Err(why) => {
+                eprintln!("tact: cannot use cgroups ({why}); using signals");
+                Ok(Chosen::Signals)
+            }
+        },
+    }
+}
+
+/// Interrupted: everything runs again; pass the signal on to the commands tact started (a
+/// terminal's signal reached them already) and give them a moment to exit. Adopted processes
+/// are left running.
+fn pass_on(jobs: &mut [Job], sig: Received) {
+    if !sig.from_terminal {
+        for job in jobs.iter() {
+            job.signal_child(sig.signal);
+        }
+    }
+    let deadline = Instant::now() + GRACE;
+    for job in jobs.iter_mut() {
+        while job.child_pid().is_some() && Instant::now() < deadline {
+            job.reap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn describe(s: std::process::ExitStatus) -> String {
+    match (s.code(), s.signal()) {
+        (Some(0), _) => "0".into(),
+        (Some(c), _) => format!("{c}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        _ => "?".into(),
+    }
+}
+
+/// tact's own CPU time (all its threads; the watchdog is another process and idles).
+fn own_cpu() -> Duration {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    let ru = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
+        ru.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

@@ -1,0 +1,408 @@
+//! `tact share` on real processes: shares divide a CPU, nothing is left stopped on any exit
+//! path, bad input gets clear errors, and the cgroup backend cleans up after itself.
+
+mod common;
+
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::Signal;
+
+/// A CPU-bound job that ends on its own after `secs` seconds of wall time.
+fn spinner(secs: u32) -> String {
+    format!("timeout {secs} sh -c 'while :; do :; done'")
+}
+
+/// `tact share` pinned to one CPU (the paper's uniprocessor: the jobs compete for it).
+fn share_on_one_cpu(args: &[&str], runtime: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new("taskset");
+    c.args(["-c", "1", env!("CARGO_BIN_EXE_tact"), "share"])
+        .args(args)
+        .env("TACT_RUNTIME_DIR", runtime);
+    c
+}
+
+/// The achieved percentages of the final table, in job order.
+fn achieved(stderr: &str) -> Vec<f64> {
+    stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("job "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("tact:"))
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            // ... shares target achieved cpu exit
+            cols[cols.len() - 3].trim_end_matches('%').parse().unwrap()
+        })
+        .collect()
+}
+
+fn run(mut c: std::process::Command) -> (Output, String) {
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, err)
+}
+
+#[test]
+fn signals_divide_one_cpu_one_to_three() {
+    let runtime = tempfile::tempdir().unwrap();
+    let log = runtime.path().join("cycles.jsonl");
+    let (a, b) = (format!("1={}", spinner(4)), format!("3={}", spinner(4)));
+    let (out, err) = run(share_on_one_cpu(
+        &[
+            "--backend",
+            "signals",
+            "--quantum",
+            "10ms",
+            "--json-log",
+            log.to_str().unwrap(),
+            "--job",
+            &a,
+            "--job",
+            &b,
+        ],
+        runtime.path(),
+    ));
+    // `timeout` ends each job with status 124, which tact reports as a failed job.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("backend signals: optimized ALPS"), "{err}");
+    let got = achieved(&err);
+    assert_eq!(got.len(), 2, "{err}");
+    // Exact on an idle machine (25/75); the bounds leave room for a loaded one, where a
+    // quantum's overshoot is larger, but exclude the kernel's even split.
+    assert!(
+        got[0] > 15.0 && got[0] < 35.0,
+        "1-share job got {got:?}\n{err}"
+    );
+    assert!(
+        got[1] > 65.0 && got[1] < 85.0,
+        "3-share job got {got:?}\n{err}"
+    );
+    assert!(err.contains("own CPU"), "{err}");
+    // One JSON object per cycle, each naming both jobs while both ran.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let cycles: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(cycles.len() > 10, "{} cycles", cycles.len());
+    let first = &cycles[1];
+    assert_eq!(first["jobs"].as_array().unwrap().len(), 2, "{first}");
+    for key in ["consumed_ns", "entitlement_ns", "rel_err", "share"] {
+        assert!(
+            first["jobs"][0].get(key).is_some(),
+            "{key} missing: {first}"
+        );
+    }
+}
+
+#[test]
+fn basic_alps_reads_more_than_optimized_for_the_same_split() {
+    let reads = |basic: bool| {
+        let runtime = tempfile::tempdir().unwrap();
+        let (a, b) = (format!("1={}", spinner(3)), format!("3={}", spinner(3)));
+        let mut args = vec![
+            "--backend",
+            "signals",
+            "--quantum",
+            "10ms",
+            "--job",
+            &a,
+            "--job",
+            &b,
+        ];
+        if basic {
+            args.push("--basic");
+        }
+        let (_, err) = run(share_on_one_cpu(&args, runtime.path()));
+        assert!(
+            err.contains(if basic {
+                "basic ALPS"
+            } else {
+                "optimized ALPS"
+            }),
+            "{err}"
+        );
+        let line = err
+            .lines()
+            .find(|l| l.contains("reads and"))
+            .unwrap()
+            .to_string();
+        let per_quantum: f64 = line
+            .split(" reads and")
+            .next()
+            .unwrap()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        (per_quantum, achieved(&err))
+    };
+    let (basic, split_b) = reads(true);
+    let (optimized, split_o) = reads(false);
+    assert!(
+        optimized < basic,
+        "optimized {optimized} vs basic {basic} reads per quantum"
+    );
+    for split in [split_b, split_o] {
+        assert!(split[1] > split[0] * 1.8, "{split:?}");
+    }
+}
+
+/// A `tact share` of two endless spinners on one CPU, running until the test ends it.
+struct Endless {
+    tact: Child,
+    _runtime: tempfile::TempDir,
+}
+
+impl Endless {
+    fn start() -> Endless {
+        let runtime = tempfile::tempdir().unwrap();
+        let tact = share_on_one_cpu(
+            &[
+                "--backend",
+                "signals",
+                "--quantum",
+                "10ms",
+                "--job",
+                "1=while :; do :; done",
+                "--job",
+                "9=while :; do :; done",
+            ],
+            runtime.path(),
+        )
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        Endless {
+            tact,
+            _runtime: runtime,
+        }
+    }
+
+    /// The jobs' processes (tact's children but the watchdog and taskset's own).
+    fn jobs(&self) -> Vec<i32> {
+        let r = tact_linux::ProcReader::new();
+        tree(self.tact.id() as i32)
+            .into_iter()
+            .filter(|&p| {
+                r.cmdline(p)
+                    .map(|a| a.first().is_some_and(|a| a == "sh"))
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    /// Waits until the jobs run and tact has stopped one of them at least once.
+    fn wait_for_a_stop(&self) -> Vec<i32> {
+        let mut jobs = Vec::new();
+        wait_for(
+            Duration::from_secs(20),
+            "both jobs, one of them stopped",
+            || {
+                jobs = self.jobs();
+                jobs.len() == 2 && any_stopped(&jobs)
+            },
+        );
+        jobs
+    }
+}
+
+impl Drop for Endless {
+    fn drop(&mut self) {
+        for p in self.jobs() {
+            kill(p, Signal::SIGKILL);
+        }
+        let _ = self.tact.kill();
+        let _ = self.tact.wait();
+    }
+}
+
+#[test]
+fn sigkill_of_tact_leaves_no_job_stopped() {
+    let mut e = Endless::start();
+    let jobs = e.wait_for_a_stop();
+    // The 1-share job spends most of each cycle stopped: kill tact while it is.
+    kill(e.tact.id() as i32, Signal::SIGKILL);
+    e.tact.wait().unwrap();
+    wait_for(
+        Duration::from_secs(5),
+        "the watchdog to resume the jobs",
+        || !any_stopped(&jobs),
+    );
+    // And they stay running: nobody stops them again.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!any_stopped(&jobs));
+    for p in jobs {
+        kill(p, Signal::SIGKILL);
+    }
+}
+
+#[test]
+fn sigterm_resumes_the_jobs_passes_the_signal_on_and_reports() {
+    let mut e = Endless::start();
+    let jobs = e.wait_for_a_stop();
+    kill(e.tact.id() as i32, Signal::SIGTERM);
+    let status = e.tact.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    let mut err = String::new();
+    std::io::Read::read_to_string(e.tact.stderr.as_mut().unwrap(), &mut err).unwrap();
+    // The commands tact started got the SIGTERM and ended; nothing was left stopped.
+    for p in &jobs {
+        assert!(
+            tact_linux::ProcReader::new().stat(*p).is_err(),
+            "job {p} still exists\n{err}"
+        );
+    }
+    assert!(err.contains("signal 15"), "{err}");
+    assert!(err.contains("target"), "{err}");
+}
+
+#[test]
+fn bad_input_is_refused_with_the_argument_named() {
+    let runtime = tempfile::tempdir().unwrap();
+    let refuse = |args: &[&str], needle: &str| {
+        let (out, err) = run({
+            let mut c = tact();
+            c.arg("share")
+                .args(args)
+                .env("TACT_RUNTIME_DIR", runtime.path());
+            c
+        });
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    };
+    refuse(
+        &["--job", "0=true"],
+        "--job \"0=true\": shares must be between 1 and",
+    );
+    refuse(&["--job", "-2=true"], "shares must be a positive integer");
+    refuse(&["--job", "2.5=true"], "shares must be a positive integer");
+    refuse(&["--job", "true"], "expected SHARES=COMMAND");
+    refuse(&["--job", "1="], "the command after `=` is empty");
+    refuse(&[], "nothing to share");
+    refuse(&["--pid", "1=abc"], "not a process id");
+    refuse(&["--pid", "1=1"], "--pid 1=1");
+    refuse(&["--pid", "1=999999999"], "no such process");
+    refuse(
+        &["--backend", "cgroup", "--basic", "--job", "1=true"],
+        "only apply to the signals backend",
+    );
+}
+
+#[test]
+fn adopted_pids_are_shared_and_left_running() {
+    let runtime = tempfile::tempdir().unwrap();
+    let spin = |secs: u32| {
+        std::process::Command::new("taskset")
+            .args(["-c", "1", "sh", "-c"])
+            .arg(spinner(secs))
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spin(3), spin(3));
+    let (pa, pb) = (format!("1={}", a.id()), format!("3={}", b.id()));
+    let (out, err) = run(share_on_one_cpu(
+        &["--backend", "signals", "--pid", &pa, "--pid", &pb],
+        runtime.path(),
+    ));
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let got = achieved(&err);
+    assert!(got[1] > got[0] * 1.8, "{got:?}\n{err}");
+    a.wait().unwrap();
+    b.wait().unwrap();
+}
+
+/// A `tact-test-*` directory in a cgroup hierarchy, removed (with whatever tact left in it,
+/// which the test then reports) at the end.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn create(mount: &std::path::Path) -> TestCgroup {
+        let dir = mount.join(format!("tact-test-share-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        TestCgroup(dir)
+    }
+
+    /// Child cgroups left inside.
+    fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Depth first: tact's directories, if it failed to remove them, then ours.
+        fn remove(dir: &std::path::Path) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
+                    remove(&e.path());
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+        remove(&self.0);
+    }
+}
+
+#[test]
+fn the_cgroup_backend_weighs_one_cpu_and_removes_its_cgroups() {
+    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
+    let Ok(hier) = CpuHierarchy::detect() else {
+        eprintln!("skipped: no cpu cgroup hierarchy");
+        return;
+    };
+    if hier.version != CgroupVersion::V1 || cgroup_cpu::can_use(None, "tact-test-probe").is_err() {
+        eprintln!("skipped: needs a writable cgroup v1 cpu hierarchy (root)");
+        return;
+    }
+    let cpu = TestCgroup::create(&hier.cpu.dir);
+    // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
+    let acct = hier
+        .cpuacct
+        .as_ref()
+        .filter(|a| a.dir != hier.cpu.dir)
+        .map(|a| TestCgroup::create(&a.dir));
+    let runtime = tempfile::tempdir().unwrap();
+    let enter = acct
+        .as_ref()
+        .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
+        .unwrap_or_default();
+    let (a, b) = (format!("1={}", spinner(4)), format!("3={}", spinner(4)));
+    let mut c = std::process::Command::new("taskset");
+    c.args(["-c", "1", "sh", "-c"])
+        .arg(format!("{enter}exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_tact"))
+        .args(["share", "--backend", "cgroup", "--cgroup-parent"])
+        .arg(&cpu.0)
+        .args(["--job", &a, "--job", &b])
+        .env("TACT_RUNTIME_DIR", runtime.path());
+    let (out, err) = run(c);
+    assert_eq!(out.status.code(), Some(1), "{err}"); // timeout's 124
+    assert!(err.contains("backend cgroup (cpu.shares)"), "{err}");
+    let got = achieved(&err);
+    assert!(got[1] > got[0] * 1.8, "{got:?}\n{err}");
+    assert!(
+        cpu.leftovers().is_empty(),
+        "left behind: {:?}",
+        cpu.leftovers()
+    );
+    if let Some(acct) = &acct {
+        assert!(
+            acct.leftovers().is_empty(),
+            "left behind: {:?}",
+            acct.leftovers()
+        );
+    }
+}
