@@ -3,7 +3,7 @@ CARGO ?= cargo
 VENV  := .venv
 PY    := $(VENV)/bin/python
 
-.PHONY: build test python bench bench-quick bench-library demo lint clean
+.PHONY: build test python bench bench-quick bench-library bench-share demo lint clean
 
 build:
 	$(CARGO) build --release -p tact
@@ -33,6 +33,9 @@ bench: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact $(BENCH_POLITE) --out bench/out/polite
 	$(CARGO) run -q --release -p tact-sim --example polite_claims -- bench/out/polite-sim.json
 	$(MAKE) bench-library
+	$(CARGO) run -q --release -p tact-sim --example share_claims -- bench/out/share-sim.json
+	$(MAKE) bench-share
+	$(CARGO) run -q --release -p tact-sim --example tune_claims -- bench/out/tune-sim.json
 
 # bench/library (see bench/library/README.md): MS Manners Figure 9 with tact-lib, two regulated
 # threads on two emulated disks (loop devices throttled by a cgroup), tact vs unregulated; then the
@@ -45,6 +48,17 @@ BENCH_LOCK ?= /tmp/tact-bench.lock
 bench-library: $(PY)
 	$(PY) bench/library/run.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/library
 	$(PY) bench/library/cost.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/library
+
+# bench/share (see bench/share/README.md): the ALPS paper's experiments for `tact share` (27 share
+# workloads, the I/O test, three instances, scalability) side by side with the kernel alone, nice,
+# cpulimit and cgroup cpu.shares. Needs root (cgroups) and cpulimit (apt-get install -y cpulimit).
+# About 35 minutes on an idle 2-core machine with every mode; `make bench-share BENCH_SHARE=--quick`
+# is a 2-minute smoke run,
+# BENCH_SHARE=--full the paper's 200-cycle protocol (days). Waits for $(BENCH_LOCK) like bench-library.
+BENCH_SHARE ?=
+
+bench-share: build $(PY)
+	$(PY) bench/share/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/share $(BENCH_SHARE)
 
 bench-quick: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick

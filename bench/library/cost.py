@@ -154,7 +154,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     CLEANUP.install()
-    take_lock(args.lock, CLEANUP)
+    take_lock(args.lock, CLEANUP, "bench/library")
     results = {"period_ms": PERIOD_NS / 1e6, "fast_calls_per_period": FAST_CALLS_PER_PERIOD}
     for name, fn in (("rust", lambda: rust(args.cargo)), ("c", lambda: c(args.cargo, args.out)),
                      ("python", lambda: python(args.python))):

@@ -854,7 +854,7 @@ def main():
             "be shown honestly; this benchmark refuses to run rather than report a fake result.")
     os.makedirs(args.out, exist_ok=True)
     CLEANUP.install()
-    take_lock(args.lock, CLEANUP)
+    take_lock(args.lock, CLEANUP, "bench/library")
 
     binary = args.two_disks
     if not binary:
