@@ -1,28 +1,25 @@
 //! The `signals` backend: ALPS at user level. Every quantum a timerfd wakes tact, which reads the
 //! CPU clocks of the jobs the engine names, steps the engine, and sends the SIGSTOPs and SIGCONTs
 //! (and, in conserving mode, the affinity changes) it decides. Membership is rescanned every
-//! second. Every member is recorded in a state file and handed to the watchdog when it joins, so
-//! that no exit path, SIGKILL included, leaves a job stopped.
+//! second; newcomers are handed to [`Safety`] before they can be stopped.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tact_core::share::{Action, Alps, Counters, EntityId, ShareConfig};
 use tact_linux::actuate::affinity::{self, SavedAffinity};
-use tact_linux::state::StateDir;
 use tact_linux::timer::Ticker;
-use tact_linux::{Guard, ProcId};
+use tact_linux::ProcId;
 
 use super::group::{Job, MemberIds};
 use super::report::CycleLog;
+use super::safety::Safety;
 use crate::jobs::events::{Event, Events, Received};
 
 /// Membership rescan period (spec section 2, `rescan`).
 const RESCAN: Duration = Duration::from_secs(1);
-/// The watchdog resumes everything if tact does not renew within this long (it hung).
-const LEASE: Duration = Duration::from_secs(5);
 const RENEW_EVERY: Duration = Duration::from_millis(500);
 
 /// What the run came to.
@@ -36,17 +33,14 @@ pub fn run(
     jobs: &mut [Job],
     cfg: ShareConfig,
     cpus: &[usize],
+    safety: &mut Safety,
     log: Option<&mut CycleLog>,
     events: &mut Events,
 ) -> Result<Outcome> {
     let mut alps = Alps::new(cfg.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let state = StateDir::new(crate::paths::runtime_dir()?)?;
-    let exe = std::env::current_exe().context("cannot find tact's own executable for its guard")?;
-    let mut guard = Guard::start(&exe, &["__guard"])?;
-    guard.renew(LEASE)?;
+    safety.renew()?;
     let mut edge = Edge {
-        state,
-        guard: Some(guard),
+        safety,
         partition: Partition::new(cpus.to_vec()),
     };
     let result = edge.drive(
@@ -56,24 +50,21 @@ pub fn run(
         log,
         events,
     );
-    // Whatever happened, nothing stays stopped or pinned.
-    let resumed = edge.release(jobs);
+    // Whatever happened, nothing stays pinned (the caller resumes everything).
+    edge.partition.restore();
     let interrupted = result?;
-    resumed?;
     Ok(Outcome {
         counters: alps.counters(),
         interrupted,
     })
 }
 
-struct Edge {
-    state: StateDir,
-    /// Until `release` dismisses it.
-    guard: Option<Guard>,
+struct Edge<'a> {
+    safety: &'a mut Safety,
     partition: Partition,
 }
 
-impl Edge {
+impl Edge<'_> {
     fn drive(
         &mut self,
         jobs: &mut [Job],
@@ -88,7 +79,11 @@ impl Edge {
             if let Some(ev) = job.arrive(&mut ids)? {
                 pending.push(ev);
             }
-            self.protect(job)?;
+            self.safety.protect(job)?;
+        }
+        // Every job is accounted for from here: let them all go at once.
+        for job in jobs.iter_mut() {
+            job.let_go();
         }
         let start = Instant::now();
         let mut ticker = Ticker::new(quantum)?;
@@ -116,7 +111,7 @@ impl Edge {
                 last_scan = Instant::now();
                 for job in jobs.iter_mut().filter(|j| !j.gone) {
                     if job.rescan_events(&mut ids, &mut pending)? {
-                        self.protect(job)?;
+                        self.safety.protect(job)?;
                         // A newcomer inherits its parent's mask, which may be the old one.
                         self.partition.apply_to(job)?;
                     }
@@ -140,23 +135,9 @@ impl Edge {
             }
             if last_renew.elapsed() >= RENEW_EVERY {
                 last_renew = Instant::now();
-                if let Some(guard) = &mut self.guard {
-                    guard.renew(LEASE)?;
-                }
+                self.safety.renew()?;
             }
         }
-    }
-
-    /// Records the job's members and hands them to the watchdog (whenever membership changes).
-    fn protect(&mut self, job: &Job) -> Result<()> {
-        if job.gone {
-            return Ok(());
-        }
-        self.state.record_all(job.tree())?;
-        if let Some(guard) = &mut self.guard {
-            guard.watch_all(job.tree())?;
-        }
-        Ok(())
     }
 
     /// Carries out the engine's actions, stops first (they come sorted).
@@ -180,27 +161,6 @@ impl Edge {
             }
         }
         Ok(())
-    }
-
-    /// Resumes every job, restores every mask, and dismisses the watchdog and the state files.
-    fn release(&mut self, jobs: &mut [Job]) -> Result<()> {
-        let mut first_error = None;
-        for job in jobs.iter_mut() {
-            if let Err(e) = job.resume() {
-                first_error.get_or_insert(e);
-            }
-        }
-        self.partition.restore();
-        // The watchdog goes only once everything runs again: until then it is the safety net.
-        if let Some(Err(e)) = self.guard.take().map(Guard::bye) {
-            tracing::warn!("watchdog: {e}");
-        }
-        for job in jobs.iter() {
-            if let Err(e) = self.state.remove(job.tree()) {
-                tracing::warn!("{e}");
-            }
-        }
-        first_error.map_or(Ok(()), Err)
     }
 }
 

@@ -78,6 +78,7 @@ fn drive(
     for (job, &id) in jobs.iter_mut().zip(ids) {
         job.arrive(&mut members)?;
         groups.move_tree(id, job.tree())?;
+        job.let_go();
     }
     let start = Instant::now();
     let mut ticker = Ticker::new(TICK)?;

@@ -36,6 +36,11 @@ pub struct Job {
     members: BTreeMap<ProcId, Member>,
     /// CPU time of members that have left.
     left_ns: u64,
+    /// Charge new members from their birth (baseline 0) rather than from when tact found them:
+    /// every process of a command tact started, and every process of an adopted job forked
+    /// after tact took charge. Then all of a job's CPU since tact took charge is counted, and
+    /// tact's cycles start where an observer counting from the commands' start puts them.
+    from_birth: bool,
     /// The engine has this job stopped (or it is being filled: see `filled`).
     pub stopped: bool,
     /// Departed from the engine: no member left.
@@ -61,8 +66,13 @@ impl Job {
     pub fn start(id: EntityId, spec: JobSpec) -> Result<Job> {
         let (tree, child) = match &spec.what {
             What::Command(cmd) => {
+                // Born stopped: the shell stops itself, and execs the command once tact has
+                // taken charge of it (`let_go`), so no CPU escapes the accounting and a crash
+                // before then is covered by the watchdog.
                 let mut command = Command::new("sh");
-                command.arg("-c").arg(cmd);
+                command
+                    .args(["-c", r#"kill -STOP $$; exec sh -c "$0""#])
+                    .arg(cmd);
                 unblock_signals_in_child(&mut command);
                 let mut child = command
                     .spawn()
@@ -86,6 +96,7 @@ impl Job {
                 (tree, None)
             }
         };
+        let spawned = child.is_some();
         Ok(Job {
             id,
             spec,
@@ -94,6 +105,7 @@ impl Job {
             exit: None,
             members: BTreeMap::new(),
             left_ns: 0,
+            from_birth: spawned,
             stopped: false,
             gone: false,
             weight: None,
@@ -112,11 +124,14 @@ impl Job {
     /// The engine's `Arrive` for this job: every member's baseline.
     pub fn arrive(&mut self, ids: &mut MemberIds) -> Result<Option<Event>> {
         self.rescan(ids)?;
+        self.from_birth = true;
         if self.members.is_empty() {
             self.gone = true;
             return Ok(None);
         }
-        let reading = self.reading();
+        let mut reading = self.reading();
+        // The engine charges from the baselines on.
+        reading.cpu_ns = self.members.values().map(|m| (m.mid, m.baseline)).collect();
         Ok(Some(Event::Arrive {
             id: self.id,
             share: self.spec.shares,
@@ -206,18 +221,19 @@ impl Job {
             }
             let Ok(r) = watch.read() else { continue };
             let mid = ids.next();
+            let baseline = if self.from_birth { 0 } else { r.cpu_ns };
             self.members.insert(
                 id,
                 Member {
                     mid,
                     watch,
-                    baseline: r.cpu_ns,
+                    baseline,
                     last: r.cpu_ns,
                     activity: r.activity,
                     threads: r.threads,
                 },
             );
-            joined.push((mid, r.cpu_ns));
+            joined.push((mid, baseline));
         }
         Ok(joined)
     }
@@ -302,6 +318,11 @@ impl Job {
     pub fn resume(&mut self) -> Result<()> {
         self.stopped = false;
         self.tree.resume().context("cannot resume a job")
+    }
+
+    /// Starts a command tact started (born stopped); nothing for an adopted process.
+    pub fn let_go(&mut self) {
+        self.signal_child(nix::sys::signal::Signal::SIGCONT);
     }
 
     /// Sends `sig` to the `sh -c` process tact started (to pass an interrupt on).

@@ -5,6 +5,7 @@ mod alps;
 mod cgroup;
 mod group;
 mod report;
+mod safety;
 mod spec;
 
 use std::os::unix::process::ExitStatusExt;
@@ -48,18 +49,26 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
     let backend = choose_backend(args)?;
     let mut log = args.json_log.as_deref().map(CycleLog::create).transpose()?;
 
-    // Signals are blocked (and read from a signalfd) before any job starts.
+    // Signals are blocked (and read from a signalfd) before any job starts, and the watchdog
+    // is there before the first job.
     let mut events = Events::new()?;
+    let mut safety = safety::Safety::start()?;
     let mut jobs = Vec::new();
     for (i, spec) in specs.into_iter().enumerate() {
-        match Job::start(i as u64, spec) {
+        let started = Job::start(i as u64, spec).and_then(|job| {
+            safety.protect(&job)?;
+            Ok(job)
+        });
+        match started {
             Ok(job) => jobs.push(job),
             Err(e) => {
-                // Nothing runs yet under tact's control: the commands it started go too.
+                // None of them has run yet: the commands tact started go too.
                 for job in &mut jobs {
                     job.signal_child(nix::sys::signal::Signal::SIGKILL);
+                    job.let_go();
                     job.wait_child();
                 }
+                safety.release(&mut jobs)?;
                 return Err(e);
             }
         }
@@ -79,7 +88,16 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
                 cpus.len(),
                 if cpus.len() == 1 { "" } else { "s" }
             );
-            let out = alps::run(&mut jobs, cfg, &cpus, log.as_mut(), &mut events)?;
+            let out = alps::run(
+                &mut jobs,
+                cfg,
+                &cpus,
+                &mut safety,
+                log.as_mut(),
+                &mut events,
+            );
+            safety.release(&mut jobs)?;
+            let out = out?;
             let c = out.counters;
             let footer = format!(
                 "{} cycles, {} quanta ({} missed), {:.2} reads and {:.3} signals per quantum",
@@ -94,7 +112,9 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
         Chosen::Cgroup(hier) => {
             eprintln!("tact: backend cgroup ({})", hier.version.weight_file());
             let parent = args.cgroup_parent.as_deref();
-            let out = cgroup::run(&mut jobs, hier, parent, log.as_mut(), &mut events)?;
+            let out = cgroup::run(&mut jobs, hier, parent, log.as_mut(), &mut events);
+            safety.release(&mut jobs)?;
+            let out = out?;
             (out.interrupted, Some(out.usage_ns), out.weights)
         }
     };

@@ -1,0 +1,79 @@
+//! Crash safety of `tact share` (DESIGN.md invariant 1): every member of every job is recorded
+//! in a state file and handed to the watchdog as soon as tact knows it, before tact may stop it,
+//! so that no exit path, SIGKILL included, leaves a job stopped. Jobs tact starts are born
+//! stopped (see `group`), so this is in place before the first of them runs.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tact_linux::state::StateDir;
+use tact_linux::Guard;
+
+use super::group::Job;
+
+/// The watchdog resumes everything if tact does not renew within this long (it hung).
+const LEASE: Duration = Duration::from_secs(5);
+
+pub struct Safety {
+    state: StateDir,
+    /// Until `release` dismisses it.
+    guard: Option<Guard>,
+}
+
+impl Safety {
+    pub fn start() -> Result<Safety> {
+        let state = StateDir::new(crate::paths::runtime_dir()?)?;
+        let exe =
+            std::env::current_exe().context("cannot find tact's own executable for its guard")?;
+        let guard = Guard::start(&exe, &["__guard"])?;
+        Ok(Safety {
+            state,
+            guard: Some(guard),
+        })
+    }
+
+    /// Records the job's members and hands them to the watchdog (call whenever membership
+    /// changes).
+    pub fn protect(&mut self, job: &Job) -> Result<()> {
+        if job.gone {
+            return Ok(());
+        }
+        self.state.record_all(job.tree())?;
+        if let Some(guard) = &mut self.guard {
+            guard.watch_all(job.tree())?;
+        }
+        Ok(())
+    }
+
+    /// Tells the watchdog tact is alive. Until the first call only tact's death counts; after
+    /// it, also `LEASE` without a call (a hung tact).
+    pub fn renew(&mut self) -> Result<()> {
+        if let Some(guard) = &mut self.guard {
+            guard.renew(LEASE)?;
+        }
+        Ok(())
+    }
+
+    /// Resumes every job (also one still born-stopped), then dismisses the watchdog and removes
+    /// the state files.
+    pub fn release(&mut self, jobs: &mut [Job]) -> Result<()> {
+        let mut first_error = None;
+        for job in jobs.iter_mut() {
+            // A command that never got going is still stopped by its own shell.
+            job.let_go();
+            if let Err(e) = job.resume() {
+                first_error.get_or_insert(e);
+            }
+        }
+        // The watchdog goes only once everything runs again: until then it is the safety net.
+        if let Some(Err(e)) = self.guard.take().map(Guard::bye) {
+            tracing::warn!("watchdog: {e}");
+        }
+        for job in jobs.iter() {
+            if let Err(e) = self.state.remove(job.tree()) {
+                tracing::warn!("{e}");
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
