@@ -358,6 +358,13 @@ impl ProcWatch {
         Ok(ns)
     }
 
+    /// Cumulative CPU nanoseconds from the clock alone, *not* confirmed by a stat read: one
+    /// `clock_gettime`, for a caller that confirms otherwise (a value below an earlier one means
+    /// the pid no longer names this process; so does a later [`ProcWatch::read`] failing).
+    pub fn clock_ns(&self) -> Result<u64> {
+        self.raw_cpu_ns()
+    }
+
     /// What the process is doing. Single-threaded: its stat letter. Multi-threaded: runnable if
     /// any thread in `/proc/PID/task/*/stat` is `R`.
     pub fn activity(&mut self) -> Result<Activity> {
