@@ -167,7 +167,8 @@ Backends:
   signals   ALPS at user level: unprivileged, exact ratios of consumed CPU (the paper's method)
   cgroup    cpu.shares (cgroup v1) or cpu.weight (v2) in a cgroup tact creates and removes:
             no overhead, work conserving, but weights only act under contention
-  auto      cgroup when tact may create cgroups, else signals (the default; tact says which)
+  auto      cgroup when tact may create cgroups, else signals (the default; tact says which);
+            signals whenever --quantum, --basic, --no-io or --mode is given
 
 Modes (signals backend) when the jobs may use several CPUs:
   strict      the paper's rule: consumed CPU in the exact ratio of the shares; CPUs may idle
