@@ -370,62 +370,6 @@ fn phased_metrics_are_judged_against_their_own_targets() {
 }
 
 #[test]
-fn a_phase_first_met_after_the_bootstrap_warms_up_before_it_judges() {
-    let mut d = Driver::new(cfg());
-    d.bootstrap(1000.0);
-    let b = d.reg.config().bootstrap;
-    let tp = |d: &mut Driver, rate: f64| {
-        d.now += P;
-        d.reg
-            .step(
-                d.now,
-                Obs {
-                    index: 7,
-                    dp: &[rate * P.as_secs_f64()],
-                    active: P,
-                    quiet: Some(true),
-                },
-            )
-            .unwrap()
-    };
-    // Phase 7 starts fast (a warm cache), then settles: a target of its first samples alone
-    // would call the settled pace poor.
-    for i in 0..b {
-        let s = tp(&mut d, if i < 2 { 5000.0 } else { 100.0 });
-        assert_eq!(
-            s.eval.unwrap().poor,
-            None,
-            "sample {i} of the new phase was judged"
-        );
-        assert_eq!(s.decision, Decision::Indeterminate);
-    }
-    // Warmed up: its samples are judged against its own target from now on.
-    let s = tp(&mut d, 10.0);
-    assert_eq!(s.eval.unwrap().poor, Some(true));
-}
-
-#[test]
-fn a_thread_seeded_with_targets_of_other_indices_calibrates_its_own() {
-    let mut seeded = Driver::new(cfg());
-    seeded.bootstrap(1000.0);
-    let targets = seeded.reg.targets().clone();
-    let mut reg = Regulator::new(cfg(), Duration::ZERO, Some(targets)).unwrap();
-    assert_eq!(reg.phase(), Phase::Regulated);
-    let s = reg
-        .step(
-            P,
-            Obs {
-                index: 3,
-                dp: &[1.0],
-                active: P,
-                quiet: Some(true),
-            },
-        )
-        .unwrap();
-    assert_eq!(s.eval.unwrap().poor, None);
-}
-
-#[test]
 fn concurrent_metrics_compare_the_summed_target_duration() {
     // The paper's example (§4.4): 750 kB/s scanned and 120 entries/s indexed, testpoints ~120 ms.
     let c = PoliteConfig {

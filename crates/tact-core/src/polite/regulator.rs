@@ -1,6 +1,6 @@
 //! The regulator state machine of spec section 3: one per regulated unit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -134,11 +134,6 @@ pub struct Regulator {
     test: SignTest,
     phase: Phase,
     targets: TargetSet,
-    /// Indices whose targets may judge: those the bootstrap (or a loaded calibrated set) ended
-    /// with, and any index met later once its own target has had `bootstrap` updates. A unit
-    /// that starts a new phase (or a thread seeded with another thread's targets that uses an
-    /// index they lack) must not be judged against a target of one or two samples.
-    judges: BTreeSet<u32>,
     acc: BTreeMap<u32, Vec<f64>>,
     acc_active: Duration,
     last_eval: Duration,
@@ -174,9 +169,7 @@ impl Regulator {
     ) -> Result<Self, ConfigError> {
         let test = cfg.validate()?;
         let targets = targets.unwrap_or_default();
-        let mut judges = BTreeSet::new();
         let phase = if targets.is_calibrated(cfg.bootstrap) {
-            judges.extend(targets.targets.keys().copied());
             Phase::Regulated
         } else {
             Phase::Bootstrap {
@@ -190,7 +183,6 @@ impl Regulator {
             test,
             phase,
             targets,
-            judges,
             acc: BTreeMap::new(),
             acc_active: Duration::ZERO,
             last_eval: now,
@@ -326,7 +318,6 @@ impl Regulator {
                 self.calibrate(*i, dp, d);
             }
             self.phase = if done + 1 >= self.cfg.bootstrap {
-                self.judges.extend(self.targets.targets.keys().copied());
                 let probation = self.cfg.probation.unwrap_or(if quiet {
                     Duration::ZERO
                 } else {
@@ -349,7 +340,7 @@ impl Regulator {
             return Ok(step(Decision::Run, SampleKind::Bootstrap, Some(eval)));
         }
 
-        let dstar = self.judging_duration(&samples);
+        let dstar = self.targets.duration(&samples);
         let poor = dstar.map(|t| d > t * (1.0 + POOR_SLACK));
         if let Some(p) = poor {
             self.n += 1;
@@ -423,7 +414,7 @@ impl Regulator {
         let (samples, active) = self.take();
         self.last_eval = now;
         let d = active.as_secs_f64();
-        let dstar = self.judging_duration(&samples);
+        let dstar = self.targets.duration(&samples);
         let pass = dstar
             .map(|t| active <= self.cfg.hung && d * self.cfg.peek_pass <= t * (1.0 + POOR_SLACK));
         let recalibrate = pass == Some(false)
@@ -487,23 +478,6 @@ impl Regulator {
             self.cfg.xi(),
             self.cfg.ridge,
         );
-        if !matches!(self.phase, Phase::Bootstrap { .. })
-            && self
-                .targets
-                .get(index)
-                .is_some_and(|t| t.updates() >= self.cfg.bootstrap as u64)
-        {
-            self.judges.insert(index);
-        }
-    }
-
-    /// The target duration of a sample, if every index in it may judge.
-    fn judging_duration(&self, samples: &BTreeMap<u32, Vec<f64>>) -> Option<f64> {
-        samples
-            .keys()
-            .all(|i| self.judges.contains(i))
-            .then(|| self.targets.duration(samples))
-            .flatten()
     }
 
     /// Take the accumulated progress (non-empty indices only) and active time.

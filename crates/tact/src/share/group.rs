@@ -42,8 +42,6 @@ pub struct Job {
     /// after tact took charge. Then all of a job's CPU since tact took charge is counted, and
     /// tact's cycles start where an observer counting from the commands' start puts them.
     from_birth: bool,
-    /// The engine has this job stopped (or it is being filled: see `filled`).
-    pub stopped: bool,
     /// Departed from the engine: no member left.
     pub gone: bool,
     /// The weight the engine last ran it on: its share, or its feasible share φ in conserving
@@ -116,7 +114,6 @@ impl Job {
             members: BTreeMap::new(),
             left_ns: 0,
             from_birth: spawned,
-            stopped: false,
             gone: false,
             weight: None,
         })
@@ -337,13 +334,11 @@ impl Job {
                     .is_some_and(|m| m.activity == Activity::Stopped)
             })
             .context("cannot stop a job")?;
-        self.stopped = true;
         Ok(())
     }
 
     /// SIGCONTs every member tact stopped.
     pub fn resume(&mut self) -> Result<()> {
-        self.stopped = false;
         self.tree.resume().context("cannot resume a job")
     }
 
