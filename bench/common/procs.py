@@ -156,3 +156,13 @@ def terminate_tree(root, grace=3.0):
             return
         time.sleep(0.05)
     kill_tree(root, signal.SIGKILL)
+
+
+def parse_mounts(text):
+    """(fstype, mountpoint, options) of every line of /proc/mounts (`\\040` is a space)."""
+    out = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 4:
+            out.append((f[2], f[1].replace("\\040", " "), f[3]))
+    return out

@@ -33,7 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
-from common.procs import kill_tree  # noqa: E402
+from common.procs import kill_tree, parse_mounts  # noqa: E402
 from util import DEFAULT_LOCK, REPO, Cleanup, log, run_cargo, take_lock, target_dir  # noqa: E402
 
 CLEANUP = Cleanup()
@@ -62,16 +62,6 @@ PAPER = {
 
 # --------------------------------------------------------------------------
 # cgroup read-bandwidth limits (detected, never assumed)
-
-def parse_mounts(text):
-    """(fstype, mountpoint, options) of every line of /proc/mounts."""
-    out = []
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) >= 4:
-            out.append((f[2], f[1].replace("\\040", " "), f[3]))
-    return out
-
 
 def _read(path):
     with open(path) as f:

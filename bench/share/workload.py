@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common.procs import _read_ppid_map, descendants, read_state  # noqa: E402
+from common.procs import _read_ppid_map, descendants, parse_mounts, read_state  # noqa: E402
 
 from metrics import cgroup_weights, cpulimit_limits, nice_levels  # noqa: E402
 from common.lifecycle import log  # noqa: E402
@@ -122,15 +122,6 @@ class Slots:
 
 # --------------------------------------------------------------------------
 # cgroups (cpu controller), detected from /proc/mounts
-
-def parse_mounts(text):
-    out = []
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) >= 4:
-            out.append((f[2], f[1].replace("\\040", " "), f[3]))
-    return out
-
 
 def detect_cpu_cgroup(mounts_text, prefix=""):
     """(version, mount) of a hierarchy with the cpu controller, or (None, reason). v1 first (this

@@ -1,4 +1,6 @@
-//! `--json-log`: one JSON object per evaluated testpoint, and one per stop when the job resumes.
+//! `--json-log` files: [`JsonLines`], one JSON object per line, flushed as written; and the
+//! polite job's [`JsonLog`]: one object per evaluated testpoint, and one per stop when the job
+//! resumes.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -9,8 +11,30 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tact_core::polite::{Phase, Step};
 
-pub struct JsonLog {
+/// A JSON-lines file, flushed after each line so that the log of a job that is killed is
+/// complete up to that moment.
+pub struct JsonLines {
     out: BufWriter<File>,
+}
+
+impl JsonLines {
+    pub fn create(path: &Path) -> Result<Self> {
+        let f = File::create(path)
+            .with_context(|| format!("cannot create --json-log file {}", path.display()))?;
+        Ok(JsonLines {
+            out: BufWriter::new(f),
+        })
+    }
+
+    pub fn line(&mut self, line: &impl Serialize) -> Result<()> {
+        serde_json::to_writer(&mut self.out, line)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush().context("cannot write --json-log")
+    }
+}
+
+pub struct JsonLog {
+    out: JsonLines,
 }
 
 #[derive(Serialize)]
@@ -52,10 +76,8 @@ struct Resumed {
 
 impl JsonLog {
     pub fn create(path: &Path) -> Result<Self> {
-        let f = File::create(path)
-            .with_context(|| format!("cannot create --json-log file {}", path.display()))?;
         Ok(JsonLog {
-            out: BufWriter::new(f),
+            out: JsonLines::create(path)?,
         })
     }
 
@@ -86,7 +108,7 @@ impl JsonLog {
             suspend: step.decision.suspension().as_secs_f64(),
             next_suspend: next_suspend.as_secs_f64(),
         };
-        self.line(&line)
+        self.out.line(&line)
     }
 
     /// A job resumed at `t` after `stopped`; `stall` as in [`Resumed`].
@@ -97,19 +119,12 @@ impl JsonLog {
         stall_max: Option<f64>,
         stall_last: Option<f64>,
     ) -> Result<()> {
-        self.line(&Resumed {
+        self.out.line(&Resumed {
             t: t.as_secs_f64(),
             kind: "resumed",
             stopped: stopped.as_secs_f64(),
             stall_max,
             stall_last,
         })
-    }
-
-    fn line(&mut self, line: &impl Serialize) -> Result<()> {
-        serde_json::to_writer(&mut self.out, line)?;
-        self.out.write_all(b"\n")?;
-        // Flushed per line so that a trace of a job that is killed is complete up to that moment.
-        self.out.flush().context("cannot write --json-log")
     }
 }

@@ -228,12 +228,7 @@ fn describe(s: std::process::ExitStatus) -> String {
 
 /// tact's own CPU time (all its threads; the watchdog is another process and idles).
 fn own_cpu() -> Duration {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    let ru = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
-        ru.assume_init()
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    tact_linux::probe::cpu::CpuClock::this_process()
+        .read_ns()
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }

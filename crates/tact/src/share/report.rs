@@ -1,29 +1,25 @@
 //! What `tact share` tells the user: one JSON line per cycle (or per second with cgroups) in
 //! `--json-log`, and the table of target against achieved share at the end.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::json;
 use tact_core::share::CycleReport;
 
 use super::group::Job;
+use crate::trace::JsonLines;
 
-/// `--json-log`: one object per line, flushed as it is written, so a crash keeps what was logged.
+/// `--json-log` of `tact share`.
 pub struct CycleLog {
-    out: BufWriter<File>,
-    path: std::path::PathBuf,
+    out: JsonLines,
 }
 
 impl CycleLog {
     pub fn create(path: &Path) -> Result<CycleLog> {
-        let file = File::create(path).with_context(|| format!("--json-log {}", path.display()))?;
         Ok(CycleLog {
-            out: BufWriter::new(file),
-            path: path.to_path_buf(),
+            out: JsonLines::create(path)?,
         })
     }
 
@@ -46,7 +42,7 @@ impl CycleLog {
                 })
             })
             .collect();
-        self.line(json!({
+        self.out.line(&json!({
             "t": t.as_secs_f64(),
             "cycle": c.cycle,
             "quantum": c.quantum,
@@ -75,16 +71,8 @@ impl CycleLog {
                 })
             })
             .collect();
-        self.line(json!({ "t": t.as_secs_f64(), "jobs": entities }))
-    }
-
-    fn line(&mut self, v: serde_json::Value) -> Result<()> {
-        let path = &self.path;
-        serde_json::to_writer(&mut self.out, &v)
-            .map_err(std::io::Error::from)
-            .and_then(|()| self.out.write_all(b"\n"))
-            .and_then(|()| self.out.flush())
-            .with_context(|| format!("cannot write {}", path.display()))
+        self.out
+            .line(&json!({ "t": t.as_secs_f64(), "jobs": entities }))
     }
 }
 
