@@ -13,14 +13,21 @@
 //! The contract shared with other controllers is [`Policy`]; `docs/tune.md` describes the
 //! choices made where the paper is silent or wrong.
 
+pub mod baselines;
 pub mod decide;
 pub mod params;
 mod policy;
 mod samples;
+pub mod select;
 mod tcc;
 
+pub use baselines::{
+    Aimd, AimdParams, AimdTimeout, BaselineError, Bounds, Envoy, EnvoyParams, Fixed, Gradient2,
+    Gradient2Params, Vegas, VegasParams,
+};
 pub use decide::Outcome;
 pub use params::{check_friendly, Friendly, ParamError, TuneParams, TABLE_1, TABLE_1_PRINTED};
 pub use policy::{Event, Load, Phase, Policy, Reason, Transition};
 pub use samples::{SampleSet, Summary};
+pub use select::{policy_from_spec, SpecError, POLICY_NAMES};
 pub use tcc::{Status, Tcc};

@@ -1,0 +1,25 @@
+//! A seeded SplitMix64 stream for probe jitter: deterministic per seed, so that runs replay.
+
+#[derive(Debug, Clone)]
+pub(super) struct SplitMix(u64);
+
+impl SplitMix {
+    pub(super) fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    /// Uniform in [0, 1).
+    pub(super) fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in [lo, hi).
+    pub(super) fn between(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.uniform()
+    }
+}
