@@ -24,13 +24,23 @@ Example::
 The environment sets the defaults: ``TACT_TESTPOINT`` (period, e.g. ``100ms``), ``TACT_NAME``
 (persistence key), ``TACT_STATE_DIR``, ``TACT_DISABLE=1``. :func:`configure` overrides them
 before the first testpoint.
+
+The package also tunes concurrency (the TCC controller, Tang et al.): :class:`AdaptiveExecutor`
+(a ``concurrent.futures`` executor), :class:`AdaptiveSemaphore` (asyncio) and
+``tact.dask.AdaptiveSubmitter`` run as many tasks at once as give the best throughput without
+saturating a bottleneck; :class:`Controller` is the controller itself.
 """
 
 from typing import Literal, Optional, TypedDict
 
-from ._tact import Regulator, configure, flush, set_priority, stats, testpoint
+from ._tact import Controller, Regulator, configure, flush, set_priority, stats, testpoint
+from .tune import AdaptiveExecutor, AdaptiveSemaphore, ControllerStatus, Transition
 
 __all__ = [
+    "AdaptiveExecutor",
+    "AdaptiveSemaphore",
+    "Controller",
+    "ControllerStatus",
     "Regulator",
     "Stats",
     "configure",
@@ -38,6 +48,7 @@ __all__ = [
     "set_priority",
     "stats",
     "testpoint",
+    "Transition",
 ]
 
 

@@ -3,9 +3,10 @@
 import os
 from datetime import timedelta
 from types import TracebackType
-from typing import Optional, Type, Union
+from typing import Any, List, Optional, Type, Union
 
 from . import Stats
+from .tune import ControllerStatus, Transition
 
 _Duration = Union[str, float, timedelta]
 
@@ -56,3 +57,32 @@ class Regulator:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+class Controller:
+    """A concurrency controller: the pool reports what it did, the controller answers with the
+    number of tasks to run at once. ``policy`` is ``"tcc"`` or a spec (``"tcc:p=0.25,q=0.14"``,
+    ``"static:8"``, ``"aimd"``, ``"vegas"``, ``"gradient2"``, ``"envoy"``); ``params`` are TCC's
+    parameters (TuneParams fields; durations as seconds, strings or timedeltas), with
+    ``policy="tcc"`` only. ``n_init`` defaults to the online CPUs (at most ``n_max``). Times are
+    float seconds on the caller's monotonic clock; each event method returns the new target when
+    it changed. Raises ValueError on an unknown policy or parameter, or parameters that break
+    TCC's friendliness conditions."""
+
+    def __init__(
+        self,
+        policy: str = "tcc",
+        *,
+        n_init: Optional[int] = None,
+        n_max: int = 64,
+        **params: Any,
+    ) -> None: ...
+    def on_complete(
+        self, now: float, in_flight: int, queued: int, latency: Optional[float] = None
+    ) -> Optional[int]: ...
+    def on_start(self, now: float, in_flight: int, queued: int) -> Optional[int]: ...
+    def on_load(self, now: float, in_flight: int, queued: int) -> Optional[int]: ...
+    def on_tick(self, now: float) -> Optional[int]: ...
+    @property
+    def target(self) -> int: ...
+    def status(self) -> ControllerStatus: ...
+    def drain_trace(self) -> List[Transition]: ...

@@ -10,6 +10,7 @@ mod batch;
 mod convert;
 mod regulator;
 mod settings;
+mod tune;
 
 use std::cell::RefCell;
 
@@ -92,5 +93,6 @@ fn _tact(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flush, m)?)?;
     m.add_function(wrap_pyfunction!(settings::configure, m)?)?;
     m.add_class::<regulator::Regulator>()?;
+    m.add_class::<tune::Controller>()?;
     Ok(())
 }

@@ -142,7 +142,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// A duration given as a string (`"200ms"`), a number of seconds or a `datetime.timedelta`.
-fn duration(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
+pub(crate) fn duration(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
     if let Ok(s) = value.cast::<PyString>() {
         let text: String = s.extract()?;
         return humantime::parse_duration(text.trim()).map_err(|e| {

@@ -1,0 +1,332 @@
+//! `tact._tact.Controller`: a concurrency controller (TCC or a baseline, tact-core's
+//! [`Policy`]) for pools written in Python. The pure-Python `tact.AdaptiveExecutor`,
+//! `tact.AdaptiveSemaphore` and `tact.dask.AdaptiveSubmitter` drive it; it can also be driven by
+//! hand, with times on the caller's monotonic clock.
+//!
+//! Every call into the controller releases the GIL: TCC's decisions sort samples and run
+//! sequential tests, and the pool's worker threads should go on meanwhile.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyList};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tact_core::tune::{policy_from_spec, Event, Load, Policy, Status, Tcc, Transition, TuneParams};
+
+use crate::settings;
+
+/// The policy behind a controller. TCC is kept concrete for its detailed `status()`; the
+/// `Policy` trait has no status.
+enum Engine {
+    Tcc(Box<Tcc>),
+    Other {
+        spec: String,
+        policy: Box<dyn Policy + Send>,
+    },
+}
+
+impl Engine {
+    fn policy(&mut self) -> &mut dyn Policy {
+        match self {
+            Engine::Tcc(t) => t.as_mut(),
+            Engine::Other { policy, .. } => policy.as_mut(),
+        }
+    }
+
+    fn target(&self) -> usize {
+        match self {
+            Engine::Tcc(t) => t.target(),
+            Engine::Other { policy, .. } => policy.target(),
+        }
+    }
+}
+
+/// A concurrency controller: the pool reports what it did, the controller answers with the number
+/// of tasks to run at once (its target). Times are float seconds on the caller's monotonic clock
+/// (any origin, e.g. time.monotonic()).
+///
+/// policy: "tcc" (throughput-guided, the default), or a spec of tact-core's `policy_from_spec`:
+///     "tcc:p=0.25,q=0.14,w=0.39", "static:8" (alias "fixed:8"), "aimd", "vegas", "gradient2",
+///     "envoy".
+/// n_init: the target to start with (default: the online CPUs, at most n_max).
+/// n_max: the largest target.
+/// params: TCC parameters, with policy="tcc" only (tact_core::tune::TuneParams fields, e.g.
+///     p=0.25, q=0.14, w=0.39, n_star=10, dwell="5s"); durations as seconds, strings ("500ms")
+///     or timedeltas.
+///
+/// Raises ValueError on an unknown policy or parameter, or parameters that break TCC's
+/// friendliness conditions (the message names the condition and the nearest valid values).
+#[pyclass(frozen, module = "tact._tact")]
+pub(crate) struct Controller {
+    engine: Mutex<Engine>,
+}
+
+#[pymethods]
+impl Controller {
+    #[new]
+    #[pyo3(signature = (policy = "tcc", *, n_init = None, n_max = 64, **params))]
+    fn new(
+        policy: &str,
+        n_init: Option<usize>,
+        n_max: usize,
+        params: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        if n_max == 0 {
+            return Err(PyValueError::new_err("n_max = 0: at least one worker"));
+        }
+        let n_init = n_init.unwrap_or_else(|| online_cpus().min(n_max));
+        let engine = build(policy, n_init, n_max, params)?;
+        Ok(Controller {
+            engine: Mutex::new(engine),
+        })
+    }
+
+    /// A task finished; in_flight and queued count the pool after it handled the completion
+    /// (including tasks it started in its place). latency: the task's run time in seconds, for
+    /// latency-based policies (TCC ignores it). Returns the new target if it changed.
+    #[pyo3(signature = (now, in_flight, queued, latency = None))]
+    fn on_complete(
+        &self,
+        py: Python<'_>,
+        now: f64,
+        in_flight: usize,
+        queued: usize,
+        latency: Option<f64>,
+    ) -> PyResult<Option<usize>> {
+        let at = seconds("now", now)?;
+        let latency = latency.map(|l| seconds("latency", l)).transpose()?;
+        let event = Event::Complete {
+            at,
+            load: Load::new(in_flight, queued),
+            latency,
+        };
+        Ok(py.detach(|| self.lock().policy().on_event(event)))
+    }
+
+    /// Workers took tasks outside a completion (after a target increase, when input arrived).
+    fn on_start(
+        &self,
+        py: Python<'_>,
+        now: f64,
+        in_flight: usize,
+        queued: usize,
+    ) -> PyResult<Option<usize>> {
+        let at = seconds("now", now)?;
+        let load = Load::new(in_flight, queued);
+        Ok(py.detach(|| self.lock().policy().on_start(at, load)))
+    }
+
+    /// Only the queue changed (input arrived, or ran out).
+    fn on_load(
+        &self,
+        py: Python<'_>,
+        now: f64,
+        in_flight: usize,
+        queued: usize,
+    ) -> PyResult<Option<usize>> {
+        let at = seconds("now", now)?;
+        let load = Load::new(in_flight, queued);
+        Ok(py.detach(|| self.lock().policy().on_load(at, load)))
+    }
+
+    /// Time passed (call it every 100 ms or so, so that timeouts fire while completions are rare).
+    fn on_tick(&self, py: Python<'_>, now: f64) -> PyResult<Option<usize>> {
+        let at = seconds("now", now)?;
+        Ok(py.detach(|| self.lock().policy().on_tick(at)))
+    }
+
+    /// The number of tasks the pool should run now.
+    #[getter]
+    fn target(&self) -> usize {
+        self.lock().target()
+    }
+
+    /// A snapshot of the controller (tact.ControllerStatus): for TCC its state, cycle, batch
+    /// size, samples and batches being measured, throughput, the cycle's best, busy seconds and
+    /// counters; for other policies only "policy" and "target".
+    fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        match &*self.lock() {
+            Engine::Tcc(t) => {
+                d.set_item("policy", "tcc")?;
+                status(&d, &t.status())?;
+            }
+            Engine::Other { spec, policy } => {
+                d.set_item("policy", spec)?;
+                d.set_item("target", policy.target())?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// The state transitions since the last call, oldest first, as dicts (tact.Transition).
+    fn drain_trace<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let trace = py.detach(|| self.lock().policy().drain_trace());
+        let list = PyList::empty(py);
+        for t in &trace {
+            list.append(transition(py, t)?)?;
+        }
+        Ok(list)
+    }
+}
+
+impl Controller {
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        // A panic inside a policy would be a bug there; its state is still the best we have.
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The one place a policy name becomes a controller.
+fn build(
+    policy: &str,
+    n_init: usize,
+    n_max: usize,
+    params: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Engine> {
+    match policy.trim() {
+        "tcc" => {
+            let mut p = TuneParams {
+                n_init,
+                n_max,
+                ..TuneParams::default()
+            };
+            if let Some(params) = params {
+                p = with_overrides(p, params)?;
+            }
+            let tcc = Tcc::new(p).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(Engine::Tcc(Box::new(tcc)))
+        }
+        spec => {
+            if params.is_some_and(|p| !p.is_empty()) {
+                return Err(PyValueError::new_err(format!(
+                    "keyword parameters are TCC's: use policy=\"tcc\" with them, not {spec:?}"
+                )));
+            }
+            let policy = policy_from_spec(spec, n_init, n_max)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(Engine::Other {
+                spec: spec.to_string(),
+                policy,
+            })
+        }
+    }
+}
+
+/// `params` with the fields named in `kwargs` replaced. TuneParams is (de)serializable, so the
+/// fields and their types come from serde: a new field needs no change here.
+fn with_overrides(params: TuneParams, kwargs: &Bound<'_, PyDict>) -> PyResult<TuneParams> {
+    let Value::Object(mut fields) = to_json(&params)? else {
+        unreachable!("TuneParams serializes as a struct");
+    };
+    for (key, value) in kwargs.iter() {
+        let key: String = key.extract()?;
+        let Some(default) = fields.get(&key) else {
+            return Err(PyValueError::new_err(format!(
+                "unknown TCC parameter {key:?}: valid ones are {}",
+                names(&fields)
+            )));
+        };
+        let new = field_value(&key, default, &value)?;
+        fields.insert(key, new);
+    }
+    serde_json::from_value(Value::Object(fields))
+        .map_err(|e| PyValueError::new_err(format!("invalid TCC parameters: {e}")))
+}
+
+/// A Python value for a field whose default is `default`, converted to that field's JSON type.
+fn field_value(key: &str, default: &Value, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let wrong = |what: &str| PyTypeError::new_err(format!("{key} must be {what}"));
+    match default {
+        Value::Bool(_) => {
+            let b = value.cast::<PyBool>().map_err(|_| wrong("a bool"))?;
+            Ok(Value::Bool(b.is_true()))
+        }
+        // Durations serialize as {secs, nanos}.
+        Value::Object(_) => to_json(&settings::duration(key, value)?),
+        Value::Number(n) if n.is_f64() => {
+            let x: f64 = value.extract().map_err(|_| wrong("a number"))?;
+            serde_json::Number::from_f64(x)
+                .map(Value::Number)
+                .ok_or_else(|| PyValueError::new_err(format!("{key} = {x}: must be finite")))
+        }
+        Value::Number(_) => {
+            if value.is_instance_of::<PyBool>() {
+                return Err(wrong("an integer >= 0"));
+            }
+            let n: u64 = value.extract().map_err(|_| wrong("an integer >= 0"))?;
+            Ok(Value::from(n))
+        }
+        _ => Err(wrong("a value of its type")),
+    }
+}
+
+fn to_json(value: &impl Serialize) -> PyResult<Value> {
+    serde_json::to_value(value).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn names(fields: &Map<String, Value>) -> String {
+    fields
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A time or a latency in seconds, finite and >= 0.
+fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} = {value}: must be a finite number of seconds >= 0"
+        ))
+    })
+}
+
+/// The serde name of a unit enum variant (Phase, Reason), as the JSON traces spell it.
+fn name(value: &impl Serialize) -> PyResult<String> {
+    match to_json(value)? {
+        Value::String(s) => Ok(s),
+        other => Err(PyValueError::new_err(format!("not a name: {other}"))),
+    }
+}
+
+fn status(d: &Bound<'_, PyDict>, s: &Status) -> PyResult<()> {
+    d.set_item("phase", name(&s.phase)?)?;
+    d.set_item("target", s.target)?;
+    d.set_item("cycle", s.cycle)?;
+    d.set_item("batch_size", s.batch_size)?;
+    d.set_item("samples", s.samples)?;
+    d.set_item("batches", s.batches)?;
+    d.set_item("throughput", s.throughput)?;
+    d.set_item("best", s.best)?;
+    d.set_item("busy", s.busy.as_secs_f64())?;
+    d.set_item("saturated", s.saturated)?;
+    d.set_item("settling", s.settling)?;
+    d.set_item("forced_decisions", s.forced_decisions)?;
+    d.set_item("clock_regressions", s.clock_regressions)?;
+    d.set_item("trace_dropped", s.trace_dropped)?;
+    Ok(())
+}
+
+fn transition<'py>(py: Python<'py>, t: &Transition) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("at", t.at.as_secs_f64())?;
+    d.set_item("busy", t.busy.as_secs_f64())?;
+    d.set_item("cycle", t.cycle)?;
+    d.set_item("from", name(&t.from)?)?;
+    d.set_item("to", name(&t.to)?)?;
+    d.set_item("reason", name(&t.reason)?)?;
+    d.set_item("target_from", t.target_from)?;
+    d.set_item("target_to", t.target_to)?;
+    d.set_item("throughput", t.throughput)?;
+    d.set_item("batches", t.batches)?;
+    d.set_item("forced", t.forced)?;
+    Ok(d)
+}

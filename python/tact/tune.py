@@ -1,0 +1,444 @@
+"""Pools whose concurrency a controller tunes: a ``concurrent.futures`` executor and an asyncio
+semaphore.
+
+Both hold tasks back in a queue of their own and let only as many run at once as the controller's
+target (``tact._tact.Controller``: TCC, the throughput-guided controller, by default). They report
+every start, completion (with its run time) and queue change to it, and tick it every 100 ms so
+that its timeouts fire while completions are rare. A new target applies at task boundaries: a
+larger one starts queued tasks at once, a smaller one lets the surplus finish and starts nothing in
+their place. No task is ever cancelled or dropped by the pool.
+"""
+
+import asyncio
+import functools
+import threading
+import time
+import weakref
+from collections import deque
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, Callable, Deque, Dict, List, Literal, Optional, Tuple, TypedDict
+
+from ._tact import Controller
+
+#: Seconds between ticks of the controller.
+TICK = 0.1
+
+_Phase = Literal["steady", "base", "add", "max", "remove"]
+
+
+class ControllerStatus(TypedDict, total=False):
+    """``Controller.status()``. Every policy gives ``policy`` (its spec) and ``target``; TCC
+    (``policy == "tcc"``) gives the rest."""
+
+    policy: str
+    target: int
+    phase: _Phase
+    #: Exploration cycle, 0 the first.
+    cycle: int
+    #: Batch size, raw samples and complete batches of the configuration being measured.
+    batch_size: int
+    samples: int
+    batches: int
+    #: Its trimmed throughput (completions per busy second), once it has a batch.
+    throughput: Optional[float]
+    #: The cycle's best configuration so far: (target, throughput).
+    best: Optional[Tuple[int, float]]
+    #: Seconds the pool was saturated (all target workers busy, or work queued).
+    busy: float
+    saturated: bool
+    settling: bool
+    forced_decisions: int
+    clock_regressions: int
+    trace_dropped: int
+
+
+#: A state transition of TCC (``Controller.drain_trace()``); "from" is a keyword, hence this form.
+Transition = TypedDict(
+    "Transition",
+    {
+        "at": float,
+        "busy": float,
+        "cycle": int,
+        "from": _Phase,
+        "to": _Phase,
+        "reason": str,
+        "target_from": int,
+        "target_to": int,
+        "throughput": Optional[float],
+        "batches": int,
+        "forced": bool,
+    },
+)
+
+
+class _Tuning:
+    """A controller with the pool's clock (seconds since the pool was made) and the record of its
+    targets and transitions. Not thread-safe: its owner serializes the calls."""
+
+    def __init__(self, policy: str, n_max: int, params: Dict[str, Any]) -> None:
+        self.controller = Controller(policy, n_max=n_max, **params)
+        self.origin = time.monotonic()
+        self.target: int = self.controller.target
+        self.targets: List[Tuple[float, int]] = [(0.0, self.target)]
+        self._trace: List[Transition] = []
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
+
+    def changed(self, now: float, new: Optional[int]) -> bool:
+        """Records a target the controller answered with; whether there was one."""
+        if new is None:
+            return False
+        self.target = new
+        self.targets.append((now, new))
+        return True
+
+    def trace(self) -> List[Transition]:
+        self._trace.extend(self.controller.drain_trace())
+        return list(self._trace)
+
+
+class _Task:
+    __slots__ = ("future", "fn", "args", "kwargs", "started")
+
+    def __init__(self, future: Future, fn: Callable, args: tuple, kwargs: dict) -> None:
+        self.future = future
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.started = 0.0
+
+
+class AdaptiveExecutor(Executor):
+    """A ``concurrent.futures.Executor`` that runs at most the controller's target of tasks at
+    once, on a thread or process pool of ``max_workers``.
+
+    policy: ``"tcc"`` (default) or a spec such as ``"static:8"``, ``"aimd"``, ``"vegas"``,
+        ``"gradient2"``, ``"envoy"`` (see ``tact.Controller``).
+    kind: ``"thread"`` or ``"process"`` (then functions and arguments must pickle).
+    params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters.
+
+    ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
+    state transitions. A task's reported latency is the time from its dispatch to the pool until
+    its result came back. After the target shrinks, tasks already running finish (up to the old
+    target run meanwhile); the pool starts no new task until fewer than the new target run.
+    """
+
+    def __init__(
+        self,
+        max_workers: int = 64,
+        *,
+        policy: str = "tcc",
+        kind: str = "thread",
+        **params: Any,
+    ) -> None:
+        if kind not in ("thread", "process"):
+            raise ValueError(f"kind must be 'thread' or 'process', not {kind!r}")
+        # The controller checks its parameters before any worker exists.
+        self._tuning = _Tuning(policy, max_workers, params)
+        self._pool: Executor = (
+            ThreadPoolExecutor(max_workers, thread_name_prefix="tact-executor")
+            if kind == "thread"
+            else ProcessPoolExecutor(max_workers)
+        )
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._queue: Deque[_Task] = deque()
+        self._in_flight = 0
+        self._shutdown = False
+        self._closed = False
+        self._stop = threading.Event()
+        # The ticker holds the executor weakly: an executor dropped without shutdown() stops it.
+        threading.Thread(
+            target=_tick_executor,
+            args=(weakref.ref(self), self._stop),
+            name="tact-executor-tick",
+            daemon=True,
+        ).start()
+
+    @property
+    def target(self) -> int:
+        """The number of tasks the controller lets run now."""
+        return self._tuning.target
+
+    @property
+    def targets(self) -> List[Tuple[float, int]]:
+        """Target changes so far: (seconds since the executor was made, target), the first at 0."""
+        with self._lock:
+            return list(self._tuning.targets)
+
+    @property
+    def in_flight(self) -> int:
+        """Tasks dispatched to the pool and not finished."""
+        return self._in_flight
+
+    @property
+    def queued(self) -> int:
+        """Tasks waiting for the target to let them run."""
+        return len(self._queue)
+
+    def trace(self) -> List[Transition]:
+        """The controller's state transitions so far, oldest first."""
+        with self._lock:
+            return self._tuning.trace()
+
+    def status(self) -> ControllerStatus:
+        """The controller's status."""
+        return self._tuning.controller.status()
+
+    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self._queue.append(_Task(future, fn, args, kwargs))
+            now = self._tuning.now()
+            picked = self._pick()
+            if picked:
+                new = self._tuning.controller.on_start(now, self._in_flight, len(self._queue))
+            else:
+                new = self._tuning.controller.on_load(now, self._in_flight, len(self._queue))
+            picked += self._grow(now, new)
+        self._dispatch(picked)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Accepts no more tasks. cancel_futures cancels the queued ones (those running finish);
+        otherwise every submitted task still runs. wait: return once all have finished."""
+        with self._lock:
+            self._shutdown = True
+            if cancel_futures:
+                while self._queue:
+                    self._queue.popleft().future.cancel()
+            idle = self._idle_now()
+        if wait:
+            with self._idle:
+                self._idle.wait_for(self._idle_now)
+            self._close(wait=True)
+        elif idle:
+            self._close(wait=False)
+        # Otherwise the last task to finish closes the pool (see _done).
+
+    # Everything below runs under self._lock unless it says otherwise.
+
+    def _idle_now(self) -> bool:
+        return not self._in_flight and not self._queue
+
+    def _pick(self) -> List[_Task]:
+        """Takes queued tasks while fewer than the target are in flight (skipping cancelled ones)."""
+        picked = []
+        while self._queue and self._in_flight < self._tuning.target:
+            task = self._queue.popleft()
+            if task.future.set_running_or_notify_cancel():
+                self._in_flight += 1
+                picked.append(task)
+        return picked
+
+    def _grow(self, now: float, new: Optional[int]) -> List[_Task]:
+        """Applies a new target: starts what it allows and tells the controller, which may answer
+        with another target."""
+        picked: List[_Task] = []
+        while self._tuning.changed(now, new):
+            more = self._pick()
+            if not more:
+                break
+            picked += more
+            new = self._tuning.controller.on_start(now, self._in_flight, len(self._queue))
+        return picked
+
+    def _tick(self) -> None:
+        with self._lock:
+            now = self._tuning.now()
+            picked = self._grow(now, self._tuning.controller.on_tick(now))
+        self._dispatch(picked)
+
+    # Without the lock: the pool may run a done callback at once, in this thread.
+
+    def _dispatch(self, tasks: List[_Task]) -> None:
+        for task in tasks:
+            task.started = time.monotonic()
+            try:
+                inner = self._pool.submit(task.fn, *task.args, **task.kwargs)
+            except BaseException as e:  # a broken process pool: the task fails, others go on
+                failed: Future = Future()
+                failed.set_exception(e)
+                self._done(task, failed)
+            else:
+                inner.add_done_callback(functools.partial(self._done, task))
+
+    def _done(self, task: _Task, inner: Future) -> None:
+        latency = time.monotonic() - task.started
+        # Resolve the caller's future first, so that shutdown(wait=True) returns only after all
+        # futures are resolved.
+        error = inner.exception()
+        if error is None:
+            task.future.set_result(inner.result())
+        else:
+            task.future.set_exception(error)
+        with self._lock:
+            # Read under the lock, so that the controller sees its events in time order.
+            now = self._tuning.now()
+            self._in_flight -= 1
+            picked = self._pick()
+            new = self._tuning.controller.on_complete(
+                now, self._in_flight, len(self._queue), latency
+            )
+            picked += self._grow(now, new)
+            if self._idle_now():
+                self._idle.notify_all()
+            close = self._shutdown and self._idle_now()
+        self._dispatch(picked)
+        if close:
+            self._close(wait=False)
+
+    def _close(self, wait: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._pool.shutdown(wait=wait)
+
+
+def _tick_executor(ref: "weakref.ref[AdaptiveExecutor]", stop: threading.Event) -> None:
+    while not stop.wait(TICK):
+        executor = ref()
+        if executor is None:
+            return
+        executor._tick()
+        del executor
+
+
+class AdaptiveSemaphore:
+    """An asyncio semaphore whose number of permits the controller sets, up to ``max_permits``.
+
+    ``async with sem:`` (or ``await sem.acquire()`` ... ``sem.release()``) around each task.
+    Waiters get permits in the order they asked. A release counts as a completion, timed from the
+    same task's acquire. A smaller target takes effect as permits are released: holders keep
+    theirs, and no waiter gets one until fewer than the target are held.
+
+    policy and params: as for :class:`AdaptiveExecutor`. Use it from one event loop.
+    """
+
+    def __init__(self, max_permits: int = 64, *, policy: str = "tcc", **params: Any) -> None:
+        self._tuning = _Tuning(policy, max_permits, params)
+        self._held = 0
+        self._waiters: Deque[asyncio.Future] = deque()
+        # Acquire times per task, for latencies; tasks that end drop out.
+        self._starts: "weakref.WeakKeyDictionary[asyncio.Task, List[float]]" = (
+            weakref.WeakKeyDictionary()
+        )
+        self._ticker: Optional[asyncio.Task] = None
+
+    @property
+    def target(self) -> int:
+        return self._tuning.target
+
+    @property
+    def targets(self) -> List[Tuple[float, int]]:
+        """Target changes so far: (seconds since the semaphore was made, target)."""
+        return list(self._tuning.targets)
+
+    @property
+    def held(self) -> int:
+        """Permits held now."""
+        return self._held
+
+    @property
+    def queued(self) -> int:
+        """Tasks waiting for a permit."""
+        return len(self._waiters)
+
+    def locked(self) -> bool:
+        """Whether acquire() would wait."""
+        return bool(self._waiters) or self._held >= self._tuning.target
+
+    def trace(self) -> List[Transition]:
+        return self._tuning.trace()
+
+    def status(self) -> ControllerStatus:
+        return self._tuning.controller.status()
+
+    async def acquire(self) -> bool:
+        ctl = self._tuning.controller
+        if not self.locked():
+            self._held += 1
+            now = self._tuning.now()
+            self._grow(now, ctl.on_start(now, self._held, len(self._waiters)))
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            now = self._tuning.now()
+            self._grow(now, ctl.on_load(now, self._held, len(self._waiters)))
+            self._ensure_ticker()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    # Granted as the task was cancelled: pass the permit on.
+                    self._held -= 1
+                    self._handover(self._tuning.now())
+                else:
+                    self._waiters.remove(waiter)
+                    now = self._tuning.now()
+                    self._grow(now, ctl.on_load(now, self._held, len(self._waiters)))
+                raise
+        self._ensure_ticker()
+        task = asyncio.current_task()
+        if task is not None:
+            self._starts.setdefault(task, []).append(time.monotonic())
+        return True
+
+    def release(self) -> None:
+        if self._held <= 0:
+            raise ValueError("AdaptiveSemaphore released more times than acquired")
+        latency = None
+        task = asyncio.current_task()
+        starts = self._starts.get(task) if task is not None else None
+        if starts:
+            latency = time.monotonic() - starts.pop()
+        self._held -= 1
+        now = self._tuning.now()
+        self._wake()
+        new = self._tuning.controller.on_complete(now, self._held, len(self._waiters), latency)
+        self._grow(now, new)
+
+    async def __aenter__(self) -> "AdaptiveSemaphore":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.release()
+
+    def _wake(self) -> int:
+        """Grants permits to the first waiters while fewer than the target are held."""
+        woken = 0
+        while self._waiters and self._held < self._tuning.target:
+            waiter = self._waiters.popleft()
+            if waiter.done():  # cancelled, not yet removed
+                continue
+            waiter.set_result(True)
+            self._held += 1
+            woken += 1
+        return woken
+
+    def _handover(self, now: float) -> None:
+        if self._wake():
+            ctl = self._tuning.controller
+            self._grow(now, ctl.on_start(now, self._held, len(self._waiters)))
+
+    def _grow(self, now: float, new: Optional[int]) -> None:
+        ctl = self._tuning.controller
+        while self._tuning.changed(now, new) and self._wake():
+            new = ctl.on_start(now, self._held, len(self._waiters))
+
+    def _ensure_ticker(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        # Runs while the semaphore is in use, so an idle one leaves no task behind.
+        while self._held or self._waiters:
+            await asyncio.sleep(TICK)
+            now = self._tuning.now()
+            self._grow(now, self._tuning.controller.on_tick(now))

@@ -1,0 +1,382 @@
+"""tact.Controller, tact.AdaptiveExecutor and tact.AdaptiveSemaphore.
+
+Concurrency is measured by the tasks themselves (a counter they raise while they run), and bounds
+are checked against targets; nothing here depends on how fast the machine is. "static:N" is the
+scripted policy: its target never moves, so the bound it gives is exact.
+"""
+
+import asyncio
+import heapq
+import os
+import threading
+import time
+from concurrent.futures import CancelledError, wait
+from pathlib import Path
+from typing import List
+
+import pytest
+
+import tact
+
+#: Generous: a loaded 2-core machine can be many times slower than an idle one.
+TIMEOUT = 60
+
+POLICIES = ["tcc", "static:3", "aimd", "vegas", "gradient2", "envoy"]
+
+
+# Controller
+
+
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        (dict(p=0.5, q=0.1), ["condition (1)", "nearest valid"]),
+        (dict(p=0.25, q=0.14, w=0.1), ["condition (2)", "w = 0.1"]),
+        (dict(alpha=0.9), ["alpha"]),
+        (dict(n_star=1), ["n_star"]),
+        (dict(n_init=9, n_max=8), ["n_init"]),
+        (dict(bogus=1), ["bogus", "valid ones are"]),
+        (dict(dwell="soon"), ["dwell"]),
+    ],
+)
+def test_bad_params_raise_value_error_naming_the_condition(params, words):
+    with pytest.raises(ValueError) as err:
+        tact.Controller(**params)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_unfriendly_params_are_accepted_when_asked_for():
+    c = tact.Controller(p=0.5, q=0.1, allow_unfriendly=True, n_init=2, n_max=8)
+    assert c.target == 2
+
+
+def test_bad_policies_and_events_raise_value_error():
+    with pytest.raises(ValueError, match="unknown policy"):
+        tact.Controller("fastest")
+    with pytest.raises(ValueError, match="keyword parameters are TCC's"):
+        tact.Controller("static:3", p=0.3)
+    with pytest.raises(ValueError, match="n_max"):
+        tact.Controller(n_max=0)
+    c = tact.Controller(n_max=4)
+    with pytest.raises(ValueError, match="now"):
+        c.on_tick(-1.0)
+    with pytest.raises(ValueError, match="latency"):
+        c.on_complete(1.0, 1, 0, float("nan"))
+    with pytest.raises(TypeError, match="remove must be a bool"):
+        tact.Controller(remove=1)
+
+
+def test_params_set_tcc_fields():
+    c = tact.Controller(n_init=3, n_max=16, batch_min=4, dwell="2s", steady_min=1.5)
+    s = c.status()
+    assert s["policy"] == "tcc" and s["phase"] == "base"
+    assert s["target"] == c.target == 3
+    assert s["batch_size"] == 4
+    assert tact.Controller("static:5", n_max=8).status() == {"policy": "static:5", "target": 5}
+
+
+def drive(c: tact.Controller, n_max: int, completions: int) -> List[int]:
+    """A closed system with a bottleneck of capacity 4: n tasks in flight each take
+    10 ms * max(1, n/4), so throughput stops growing past 4. Returns every target seen."""
+    now, seen, running = 0.0, [c.target], []
+
+    def service(n: int) -> float:
+        return 0.01 * max(1.0, n / 4)
+
+    def fill(now: float) -> None:
+        while len(running) < c.target:
+            heapq.heappush(running, now + service(c.target))
+
+    fill(now)
+    seen.append(c.on_start(now, len(running), 1) or c.target)
+    next_tick = 0.1
+    for _ in range(completions):
+        done = heapq.heappop(running)
+        while next_tick < done:
+            seen.append(c.on_tick(next_tick) or c.target)
+            next_tick += 0.1
+        now = done
+        if len(running) < c.target:
+            fill(now)
+        new = c.on_complete(now, len(running), 1, service(len(running)))
+        seen.append(new or c.target)
+        if new is not None:
+            fill(now)
+            seen.append(c.on_start(now, len(running), 1) or c.target)
+    return seen
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_target_stays_within_bounds(policy):
+    n_max = 16
+    if policy == "tcc":
+        c = tact.Controller(n_init=2, n_max=n_max, n_star=5, batch_min=4, dwell=0.5)
+    else:
+        c = tact.Controller(policy, n_init=2, n_max=n_max)
+    seen = drive(c, n_max, 5000)
+    assert all(1 <= t <= n_max for t in seen), sorted(set(seen))
+    if policy == "tcc":
+        # It explored: several counts, with a trace of the transitions.
+        assert len(set(seen)) > 2
+        trace = c.drain_trace()
+        assert trace and {"from", "to", "reason", "target_from", "target_to"} <= trace[0].keys()
+        assert all(1 <= t["target_to"] <= n_max for t in trace)
+        assert c.drain_trace() == []
+    if policy == "static:3":
+        assert set(seen) == {3}
+
+
+# AdaptiveExecutor
+
+
+def mark(directory: str, i: int) -> int:
+    """Runs once per i or fails: the marker file must not exist yet."""
+    with open(os.path.join(directory, f"{i}"), "x"):
+        pass
+    return i * i
+
+
+@pytest.mark.parametrize("kind, n", [("thread", 200), ("process", 40)])
+def test_every_task_runs_exactly_once_with_its_result(kind, n, tmp_path: Path):
+    with tact.AdaptiveExecutor(4, kind=kind, n_init=2) as ex:
+        futures = [ex.submit(mark, str(tmp_path), i) for i in range(n)]
+        done, not_done = wait(futures, timeout=TIMEOUT)
+        assert not not_done
+    assert [f.result() for f in futures] == [i * i for i in range(n)]
+    assert sorted(int(p.name) for p in tmp_path.iterdir()) == list(range(n))
+    assert ex.in_flight == 0 and ex.queued == 0
+
+
+class Meter:
+    """Counts the tasks running at once, as they see it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.reached = threading.Event()
+
+    def enter(self, at: int = 0) -> int:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            if self.running >= at:
+                self.reached.set()
+            return self.running
+
+    def leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+
+
+def test_static_target_bounds_running_tasks_exactly():
+    meter = Meter()
+
+    def task(i: int) -> int:
+        meter.enter(at=3)
+        try:
+            # The first tasks wait until three run at once: the bound is reached, not only kept.
+            meter.reached.wait(TIMEOUT)
+            time.sleep(0.002)
+        finally:
+            meter.leave()
+        return i
+
+    with tact.AdaptiveExecutor(16, policy="static:3") as ex:
+        assert list(ex.map(task, range(60), timeout=TIMEOUT)) == list(range(60))
+    assert meter.peak == 3
+    assert ex.targets == [(0.0, 3)]
+
+
+@pytest.mark.parametrize("policy", ["tcc", "aimd"])
+def test_running_tasks_never_exceed_a_target_in_force(policy):
+    """A task starts only after the executor dispatched it with fewer than the target in flight;
+    after a shrink the surplus finishes, so the bound is the largest target applied so far."""
+    meter = Meter()
+    violations = []
+    params = dict(n_star=5, batch_min=4, dwell=0.5) if policy == "tcc" else {}
+    ex = tact.AdaptiveExecutor(8, policy=policy, n_init=2, **params)
+
+    def task(i: int) -> int:
+        running = meter.enter()
+        try:
+            bound = max(t for _, t in ex.targets)
+            if running > bound:
+                violations.append((running, bound))
+            time.sleep(0.001)
+        finally:
+            meter.leave()
+        return i
+
+    with ex:
+        assert sorted(ex.map(task, range(400), timeout=TIMEOUT)) == list(range(400))
+    assert violations == []
+    assert meter.peak <= 8
+    assert all(1 <= t <= 8 for _, t in ex.targets)
+    times = [t for t, _ in ex.targets]
+    assert times == sorted(times)
+
+
+def test_a_raising_task_fails_its_future_only():
+    def task(i: int) -> int:
+        if i % 7 == 3:
+            raise ValueError(f"task {i}")
+        return i
+
+    with tact.AdaptiveExecutor(4, policy="static:2") as ex:
+        futures = [ex.submit(task, i) for i in range(30)]
+        wait(futures, timeout=TIMEOUT)
+        for i, f in enumerate(futures):
+            if i % 7 == 3:
+                assert isinstance(f.exception(), ValueError) and str(f.exception()) == f"task {i}"
+            else:
+                assert f.result() == i
+        # Still working.
+        assert ex.submit(task, 100).result(timeout=TIMEOUT) == 100
+
+
+def test_shutdown_wait_drains_the_queue():
+    ex = tact.AdaptiveExecutor(4, policy="static:1")
+    futures = [ex.submit(time.sleep, 0.005) for _ in range(20)]
+    assert ex.queued > 0
+    ex.shutdown(wait=True)
+    assert all(f.done() and not f.cancelled() for f in futures)
+    with pytest.raises(RuntimeError):
+        ex.submit(time.sleep, 0)
+
+
+def test_shutdown_without_wait_still_runs_every_task():
+    ex = tact.AdaptiveExecutor(4, policy="static:1")
+    futures = [ex.submit(abs, -i) for i in range(20)]
+    ex.shutdown(wait=False)
+    assert [f.result(timeout=TIMEOUT) for f in futures] == list(range(20))
+
+
+def test_shutdown_cancel_futures_cancels_only_the_queued():
+    gate = threading.Event()
+    ex = tact.AdaptiveExecutor(4, policy="static:1")
+    first = ex.submit(gate.wait, TIMEOUT)
+    rest = [ex.submit(abs, -i) for i in range(5)]
+    # The first holds the only slot, so the rest are queued.
+    assert ex.queued == 5
+    threading.Timer(0.05, gate.set).start()
+    ex.shutdown(wait=True, cancel_futures=True)
+    assert first.result() is True
+    assert all(f.cancelled() for f in rest)
+    with pytest.raises(CancelledError):
+        rest[0].result()
+
+
+def test_a_cancelled_queued_future_is_skipped():
+    gate = threading.Event()
+    with tact.AdaptiveExecutor(4, policy="static:1") as ex:
+        first = ex.submit(gate.wait, TIMEOUT)
+        skipped = ex.submit(abs, -1)
+        kept = ex.submit(abs, -2)
+        assert skipped.cancel()
+        gate.set()
+        assert kept.result(timeout=TIMEOUT) == 2
+    assert first.result() is True and skipped.cancelled()
+
+
+def test_process_map():
+    with tact.AdaptiveExecutor(2, kind="process", policy="static:2") as ex:
+        assert list(ex.map(abs, range(-10, 0), timeout=TIMEOUT)) == list(range(10, 0, -1))
+
+
+def test_bad_kind():
+    with pytest.raises(ValueError, match="kind"):
+        tact.AdaptiveExecutor(4, kind="fiber")
+
+
+# AdaptiveSemaphore
+
+
+def test_semaphore_bounds_concurrency_by_the_target():
+    async def main() -> int:
+        sem = tact.AdaptiveSemaphore(16, policy="static:3")
+        running = peak = 0
+
+        async def task() -> None:
+            nonlocal running, peak
+            async with sem:
+                running += 1
+                peak = max(peak, running)
+                await asyncio.sleep(0.001)
+                running -= 1
+
+        await asyncio.wait_for(asyncio.gather(*(task() for _ in range(40))), TIMEOUT)
+        assert sem.held == 0 and sem.queued == 0
+        return peak
+
+    # All 40 start in one loop iteration: three take a permit, the rest wait.
+    assert asyncio.run(main()) == 3
+
+
+def test_semaphore_waiters_proceed_in_order():
+    async def main() -> None:
+        sem = tact.AdaptiveSemaphore(4, policy="static:1")
+        order = []
+        await sem.acquire()
+
+        async def task(i: int) -> None:
+            async with sem:
+                order.append(i)
+                await asyncio.sleep(0)
+
+        tasks = [asyncio.create_task(task(i)) for i in range(10)]
+        await asyncio.sleep(0)
+        assert sem.queued == 10 and sem.locked()
+        sem.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), TIMEOUT)
+        assert order == list(range(10))
+
+    asyncio.run(main())
+
+
+def test_semaphore_cancelled_waiter_loses_no_permit():
+    async def main() -> None:
+        sem = tact.AdaptiveSemaphore(4, policy="static:1")
+        await sem.acquire()
+        waiting = asyncio.create_task(sem.acquire())
+        after = asyncio.create_task(sem.acquire())
+        await asyncio.sleep(0)
+        assert sem.queued == 2
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert sem.queued == 1
+        sem.release()
+        assert await asyncio.wait_for(after, TIMEOUT) is True
+        assert sem.held == 1
+        sem.release()
+        assert sem.held == 0 and not sem.locked()
+        with pytest.raises(ValueError):
+            sem.release()
+
+    asyncio.run(main())
+
+
+def test_semaphore_with_tcc_keeps_within_targets():
+    async def main() -> None:
+        sem = tact.AdaptiveSemaphore(8, n_init=2, n_star=5, batch_min=4, dwell=0.2)
+        running = 0
+        violations = []
+
+        async def task() -> None:
+            nonlocal running
+            async with sem:
+                running += 1
+                bound = max(t for _, t in sem.targets)
+                if running > bound:
+                    violations.append((running, bound))
+                await asyncio.sleep(0.001)
+                running -= 1
+
+        await asyncio.wait_for(asyncio.gather(*(task() for _ in range(600))), TIMEOUT)
+        assert violations == []
+        assert all(1 <= t <= 8 for _, t in sem.targets)
+        assert sem.status()["policy"] == "tcc"
+
+    asyncio.run(main())
