@@ -615,13 +615,25 @@ mod tests {
         assert_eq!(r.uid(me).unwrap(), unsafe { libc::getuid() });
         assert!(r.threads(me).unwrap().contains(&me));
         assert!(r.io(me).unwrap().rchar > 0);
-        let before = r.cpu_ns(me).unwrap();
-        let mut x = 0u64;
-        for i in 0..5_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        // cpu_ns sums the live threads, so this test process (whose other test threads come and
+        // go) would not do: a spinning child of its own has one thread that never exits.
+        let mut spinner = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let pid = spinner.id() as i32;
+        let before = r.cpu_ns(pid).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while r.cpu_ns(pid).unwrap() <= before && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        std::hint::black_box(x);
-        assert!(r.cpu_ns(me).unwrap() > before);
+        let after = r.cpu_ns(pid).unwrap();
+        spinner.kill().unwrap();
+        spinner.wait().unwrap();
+        assert!(
+            after > before,
+            "a spinning child's CPU clock stood still for 20 s"
+        );
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
