@@ -59,6 +59,24 @@ pub enum Error {
         path.display()
     )]
     NotPrivate { path: PathBuf, uid: u32, mode: u32 },
+
+    /// A device or network interface the user named does not exist on this machine; `hint` lists
+    /// what does.
+    #[error("unknown {kind} `{name}` ({hint})")]
+    UnknownDevice {
+        kind: &'static str,
+        name: String,
+        hint: String,
+    },
+
+    /// An actuator's requirement is not met (root or a capability, BFQ, a cgroup controller, a
+    /// kernel feature): `what` is the mechanism, `reason` what is missing and how to get it.
+    #[error("{what} is not available: {reason}")]
+    Unavailable { what: String, reason: String },
+
+    /// An external command (`tc`) failed; `command` is the whole command line.
+    #[error("`{command}` failed: {msg}")]
+    Command { command: String, msg: String },
 }
 
 /// Result with this crate's [`Error`].

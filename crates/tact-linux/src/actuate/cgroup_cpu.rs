@@ -256,23 +256,26 @@ impl CpuHierarchy {
     }
 }
 
-/// One mountinfo line's fields that detection needs.
-struct MountLine {
+/// One mountinfo line's fields that detection needs (and, `dev`, that the idle disk probe needs).
+pub(crate) struct MountLine {
+    /// `MAJOR:MINOR` of the mounted device (field 3).
+    pub(crate) dev: String,
     root: String,
-    mount_point: String,
-    fstype: String,
+    pub(crate) mount_point: String,
+    pub(crate) fstype: String,
     super_options: String,
 }
 
 /// `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS`, with octal
 /// escapes (`\040` for a space) in the paths.
-fn parse_mountinfo_line(line: &str) -> Option<MountLine> {
+pub(crate) fn parse_mountinfo_line(line: &str) -> Option<MountLine> {
     let words: Vec<&str> = line.split(' ').collect();
     let sep = words.iter().position(|w| *w == "-")?;
     if sep < 6 || words.len() < sep + 4 {
         return None;
     }
     Some(MountLine {
+        dev: words[2].to_string(),
         root: unescape(words[3]),
         mount_point: unescape(words[4]),
         fstype: words[sep + 1].to_string(),
@@ -940,7 +943,7 @@ pub fn check(
     result
 }
 
-fn writable(path: &Path) -> bool {
+pub(crate) fn writable(path: &Path) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };

@@ -1,6 +1,11 @@
-//! Actuators: the code that changes processes.
+//! Actuators: the code that changes processes, their scheduling, cgroups and qdiscs.
 
 pub mod affinity;
 pub mod cgroup_cpu;
+pub mod cpu_idle;
+pub mod htb;
+pub mod ioprio;
+pub mod per_thread;
 pub mod pidfd;
+pub mod sched_idle;
 pub mod tree;

@@ -1,7 +1,11 @@
-//! Read-only views of the kernel: process tables and progress counters.
+//! Read-only views of the kernel: process tables, progress counters, device and link activity.
 
+pub mod block_device;
+pub mod caps;
 pub mod cpu;
+pub mod diskstats;
 pub mod members;
+pub mod netstats;
 pub mod proc;
 pub mod progress;
 pub mod psi;

@@ -1,0 +1,394 @@
+//! Kernel-assisted network priority for the idle engine (spec idletime §6, "Network"): an htb
+//! qdisc whose background class sits strictly below the foreground, built as data
+//! ([`HtbPlan`] → [`TcCommand`]s) and applied by running `tc` ([`Tc`]), which needs
+//! CAP_NET_ADMIN in the interface's network namespace.
+//!
+//! ```text
+//! 1:    htb, unclassified traffic to 1:10
+//! └─ 1:1   rate = ceil = R (just under line rate, so the queue forms here, not in the NIC ring)
+//!    ├─ 1:10  foreground: rate R, prio 0
+//!    └─ 1:20  background: rate 8 kbit, ceil R, prio 7   ← u32 filters: DSCP and/or fwmark
+//! ```
+//!
+//! That is a priority queue (p = 0). The gate adds the preemption interval by clamping the
+//! background ceil to its 8 kbit floor while in P ([`HtbPlan::hold_bg`]) and opening it again
+//! afterwards ([`HtbPlan::release_bg`]). The background class counters ([`Tc::class_stats`]) are
+//! the job's own transmitted traffic, which the network probe cannot get otherwise.
+//!
+//! Classification. DSCP is a per-socket setting (IP_TOS / IPV6_TCLASS) that only the socket's
+//! owner can set, so a job either marks its own sockets (the library does, default LE = DSCP 1,
+//! RFC 8622) or is marked from outside by firewall mark (SO_MARK, or an iptables/nft mangle rule
+//! by cgroup, both root). Both are matched with `u32`: it is the one classifier the test machine
+//! has (no `fw`, no `cgroup` for net_cls classids, no `flower`, no ematch), and there its mark
+//! match is not built either, which [`Tc::apply`] detects. So on that machine DSCP is the way.
+
+use std::fmt;
+use std::process::Command;
+
+use crate::error::{Error, Result};
+use crate::probe::caps::{has_capability, Capability};
+
+/// The foreground class: where unclassified traffic goes.
+pub const FG_CLASS: &str = "1:10";
+/// The background class.
+pub const BG_CLASS: &str = "1:20";
+/// The background's guaranteed rate and the ceil it is clamped to while held (htb needs a rate
+/// above zero).
+pub const BG_FLOOR_BITS: u64 = 8_000;
+/// DSCP LE (lower effort, RFC 8622), TOS byte 0x04: the default background mark.
+pub const DSCP_LE: u8 = 1;
+/// The htb quantum: one Ethernet frame. Without it htb derives quanta from the rates, too big for
+/// the foreground and too small for the background, and warns about both.
+const QUANTUM: u32 = 1514;
+
+/// What puts a packet into the background class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BgMatch {
+    /// IPv4 DSCP (TOS >> 2) and IPv6 traffic class with that DSCP; ECN bits ignored.
+    Dscp(u8),
+    /// The packet's firewall mark (SO_MARK or a mangle rule).
+    Mark(u32),
+}
+
+/// One `tc` invocation, as its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcCommand(pub Vec<String>);
+
+impl fmt::Display for TcCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tc {}", self.0.join(" "))
+    }
+}
+
+/// The htb setup for one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HtbPlan {
+    pub dev: String,
+    /// The shaping rate in bits/s: just under the link's (e.g. 95% of
+    /// [`crate::probe::netstats::NetReader::speed_bits`]).
+    pub rate_bits: u64,
+    pub bg: Vec<BgMatch>,
+}
+
+impl HtbPlan {
+    /// Checks the values: an interface name the kernel could have, a rate above the background
+    /// floor, DSCP values of 6 bits, at least one match.
+    pub fn new(dev: &str, rate_bits: u64, bg: Vec<BgMatch>) -> Result<HtbPlan> {
+        let invalid = |reason: String| Error::Unavailable {
+            what: format!("an htb plan for `{dev}`"),
+            reason,
+        };
+        if dev.is_empty() || dev.len() > 15 || dev.contains(['/', ' ', ':']) {
+            return Err(invalid("not a valid interface name".into()));
+        }
+        if rate_bits <= BG_FLOOR_BITS {
+            return Err(invalid(format!(
+                "rate {rate_bits} bit/s must exceed the background floor of {BG_FLOOR_BITS}"
+            )));
+        }
+        if bg.is_empty() {
+            return Err(invalid("no background match given".into()));
+        }
+        if let Some(BgMatch::Dscp(d)) = bg.iter().find(|m| matches!(m, BgMatch::Dscp(d) if *d > 63))
+        {
+            return Err(invalid(format!("DSCP {d} is above 63")));
+        }
+        Ok(HtbPlan {
+            dev: dev.to_string(),
+            rate_bits,
+            bg,
+        })
+    }
+
+    /// The commands that build the tree, in order.
+    pub fn setup(&self) -> Vec<TcCommand> {
+        let rate = bits(self.rate_bits);
+        let mut cmds = vec![
+            self.cmd("qdisc add", "root handle 1: htb default 10"),
+            self.class("add", "1:", "1:1", &rate, &rate, None),
+            self.class("add", "1:1", FG_CLASS, &rate, &rate, Some(0)),
+            self.class("add", "1:1", BG_CLASS, &bits(BG_FLOOR_BITS), &rate, Some(7)),
+        ];
+        // u32 filters of different protocols need priorities of their own.
+        let mut prio = 1;
+        for m in &self.bg {
+            let filters: Vec<(&str, String)> = match *m {
+                BgMatch::Dscp(d) => vec![
+                    ("ip", format!("match ip dsfield {:#04x} 0xfc", d << 2)),
+                    ("ipv6", format!("match ip6 priority {:#04x} 0xfc", d << 2)),
+                ],
+                BgMatch::Mark(mark) => vec![("all", format!("match mark {mark:#x} 0xffffffff"))],
+            };
+            for (proto, sel) in filters {
+                cmds.push(self.cmd(
+                    "filter add",
+                    &format!("parent 1: protocol {proto} prio {prio} u32 {sel} flowid {BG_CLASS}"),
+                ));
+                prio += 1;
+            }
+        }
+        cmds
+    }
+
+    /// The command that removes the whole tree (and with it every class and filter).
+    pub fn teardown(&self) -> TcCommand {
+        self.cmd("qdisc del", "root")
+    }
+
+    /// Clamps the background to its floor: the preemption interval's hold.
+    pub fn hold_bg(&self) -> TcCommand {
+        self.bg_ceil(BG_FLOOR_BITS)
+    }
+
+    /// Lets the background borrow up to the full rate again.
+    pub fn release_bg(&self) -> TcCommand {
+        self.bg_ceil(self.rate_bits)
+    }
+
+    /// Sets the background ceil, kept within [floor, rate].
+    pub fn bg_ceil(&self, ceil_bits: u64) -> TcCommand {
+        let ceil = ceil_bits.clamp(BG_FLOOR_BITS, self.rate_bits);
+        self.class(
+            "change",
+            "1:1",
+            BG_CLASS,
+            &bits(BG_FLOOR_BITS),
+            &bits(ceil),
+            Some(7),
+        )
+    }
+
+    fn class(
+        &self,
+        verb: &str,
+        parent: &str,
+        classid: &str,
+        rate: &str,
+        ceil: &str,
+        prio: Option<u8>,
+    ) -> TcCommand {
+        let prio = prio.map_or(String::new(), |p| format!(" prio {p}"));
+        self.cmd(
+            &format!("class {verb}"),
+            &format!(
+                "parent {parent} classid {classid} htb rate {rate} ceil {ceil}{prio} quantum {QUANTUM}"
+            ),
+        )
+    }
+
+    /// `tc OBJECT VERB dev DEV REST...`
+    fn cmd(&self, object_verb: &str, rest: &str) -> TcCommand {
+        let mut args: Vec<String> = object_verb.split(' ').map(String::from).collect();
+        args.extend(["dev".to_string(), self.dev.clone()]);
+        args.extend(rest.split(' ').map(String::from));
+        TcCommand(args)
+    }
+}
+
+fn bits(n: u64) -> String {
+    format!("{n}bit")
+}
+
+/// The counters of one tc class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassStats {
+    /// `1:20`.
+    pub classid: String,
+    pub bytes: u64,
+    pub packets: u64,
+    pub dropped: u64,
+}
+
+/// Runs `tc`, in this network namespace or in a named one (`ip netns exec NAME tc ...`).
+#[derive(Debug, Clone, Default)]
+pub struct Tc {
+    netns: Option<String>,
+}
+
+impl Tc {
+    /// `tc` in this process's network namespace.
+    pub fn new() -> Self {
+        Tc { netns: None }
+    }
+
+    /// `tc` inside the named namespace of `ip netns` (`/run/netns/NAME`).
+    pub fn in_netns(name: &str) -> Self {
+        Tc {
+            netns: Some(name.to_string()),
+        }
+    }
+
+    /// What applying a plan on `dev` needs: CAP_NET_ADMIN, a working `tc`, and the interface in
+    /// the namespace tc runs in.
+    pub fn check(&self, dev: &str) -> Result<()> {
+        if !has_capability(Capability::NetAdmin)? {
+            return Err(Error::Unavailable {
+                what: "tc (kernel-assisted network priority)".into(),
+                reason: "it needs CAP_NET_ADMIN; use the user-space network gate instead".into(),
+            });
+        }
+        self.run(&TcCommand(vec!["-V".into()]))?;
+        self.run(&TcCommand(
+            ["qdisc", "show", "dev", dev].map(String::from).to_vec(),
+        ))?;
+        Ok(())
+    }
+
+    /// Runs one command; its standard output, or an error with the command line and tc's message.
+    pub fn run(&self, cmd: &TcCommand) -> Result<String> {
+        let (program, mut args) = match &self.netns {
+            Some(ns) => (
+                "ip",
+                vec!["netns".to_string(), "exec".into(), ns.clone(), "tc".into()],
+            ),
+            None => ("tc", Vec::new()),
+        };
+        args.extend(cmd.0.iter().cloned());
+        let command = match &self.netns {
+            Some(ns) => format!("ip netns exec {ns} {cmd}"),
+            None => cmd.to_string(),
+        };
+        let out = Command::new(program)
+            .args(&args)
+            .output()
+            .map_err(|e| Error::Command {
+                command: command.clone(),
+                msg: format!("cannot run {program}: {e} (is iproute2 installed?)"),
+            })?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(Error::Command {
+                command,
+                msg: format!("{}: {}", out.status, stderr.trim()),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Builds the plan's tree. If a step fails, removes what was built, then returns the error
+    /// of the step (a root qdisc that already exists is never replaced: that fails here).
+    ///
+    /// Mark matches are then checked to have taken: a kernel built without
+    /// `CONFIG_CLS_U32_MARK` accepts `match mark` and silently drops it, which leaves a filter
+    /// that sends *all* traffic to the background. Such a tree is removed again.
+    pub fn apply(&self, plan: &HtbPlan) -> Result<()> {
+        for (i, cmd) in plan.setup().iter().enumerate() {
+            if let Err(e) = self.run(cmd) {
+                if i > 0 {
+                    let _ = self.run(&plan.teardown());
+                }
+                return Err(e);
+            }
+        }
+        let marks = plan
+            .bg
+            .iter()
+            .filter(|m| matches!(m, BgMatch::Mark(_)))
+            .count();
+        if marks > 0 {
+            let show = TcCommand(
+                ["filter", "show", "dev", &plan.dev, "parent", "1:"]
+                    .map(String::from)
+                    .to_vec(),
+            );
+            let listed = match self.run(&show) {
+                Ok(text) => text
+                    .lines()
+                    .filter(|l| l.trim_start().starts_with("mark "))
+                    .count(),
+                Err(e) => {
+                    let _ = self.run(&plan.teardown());
+                    return Err(e);
+                }
+            };
+            if listed < marks {
+                let _ = self.run(&plan.teardown());
+                return Err(Error::Unavailable {
+                    what: format!("firewall-mark classification on {}", plan.dev),
+                    reason: format!(
+                        "`{show}` lists no mark match: this kernel's u32 classifier ignores marks \
+                         (CONFIG_CLS_U32_MARK is not set) and would put all traffic in the \
+                         background; classify by DSCP instead"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the plan's tree.
+    pub fn remove(&self, plan: &HtbPlan) -> Result<()> {
+        self.run(&plan.teardown()).map(|_| ())
+    }
+
+    /// The counters of every class on `dev` (`tc -s class show dev DEV`).
+    pub fn class_stats(&self, dev: &str) -> Result<Vec<ClassStats>> {
+        let cmd = TcCommand(
+            ["-s", "class", "show", "dev", dev]
+                .map(String::from)
+                .to_vec(),
+        );
+        let text = self.run(&cmd)?;
+        parse_class_stats(&cmd.to_string(), &text)
+    }
+}
+
+/// Parses `tc -s class show`: each `class KIND ID ...` line is followed by
+/// ` Sent B bytes P pkt (dropped D, ...)`. `source` names the command in errors.
+pub fn parse_class_stats(source: &str, text: &str) -> Result<Vec<ClassStats>> {
+    let mut out: Vec<ClassStats> = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first() {
+            Some(&"class") => {
+                if let Some((at, id)) = pending.take() {
+                    return Err(Error::parse(
+                        source,
+                        at,
+                        format!("class {id} has no Sent line"),
+                    ));
+                }
+                let id = words
+                    .get(2)
+                    .ok_or_else(|| Error::parse(source, i + 1, "expected `class KIND ID`"))?;
+                pending = Some((i + 1, id.to_string()));
+            }
+            Some(&"Sent") => {
+                let Some((_, classid)) = pending.take() else {
+                    return Err(Error::parse(source, i + 1, "Sent line outside a class"));
+                };
+                let num = |at: usize, what: &str| -> Result<u64> {
+                    words
+                        .get(at)
+                        .map(|w| w.trim_end_matches(','))
+                        .and_then(|w| w.parse().ok())
+                        .ok_or_else(|| Error::parse(source, i + 1, format!("bad {what} count")))
+                };
+                // Sent B bytes P pkt (dropped D, overlimits O requeues R)
+                if words.get(2) != Some(&"bytes") || words.get(5) != Some(&"(dropped") {
+                    return Err(Error::parse(
+                        source,
+                        i + 1,
+                        "expected `Sent B bytes P pkt (dropped D, ...`",
+                    ));
+                }
+                out.push(ClassStats {
+                    classid,
+                    bytes: num(1, "byte")?,
+                    packets: num(3, "packet")?,
+                    dropped: num(6, "dropped")?,
+                });
+            }
+            _ => {}
+        }
+    }
+    if let Some((at, id)) = pending {
+        return Err(Error::parse(
+            source,
+            at,
+            format!("class {id} has no Sent line"),
+        ));
+    }
+    Ok(out)
+}
