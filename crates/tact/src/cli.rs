@@ -68,6 +68,9 @@ pub enum Command {
     /// Divide the CPU among jobs in proportion to integer shares (ALPS), as an ordinary process.
     #[command(after_help = SHARE_EXAMPLES)]
     Share(ShareArgs),
+    /// Tune how many jobs a program runs at once (make, GNU parallel) to its best throughput (TCC).
+    #[command(after_help = TUNE_EXAMPLES)]
+    Tune(TuneArgs),
     /// Internal: the watchdog that resumes a job if its regulator dies.
     #[command(name = "__guard", hide = true)]
     Guard,
@@ -229,6 +232,74 @@ pub enum Backend {
 pub enum ShareMode {
     Strict,
     Conserving,
+}
+
+const TUNE_EXAMPLES: &str = "\
+Examples:
+  tact tune -- make                             tact is make's jobserver (do not also pass -j)
+  tact tune --max 16 -- make -C build all       never more than 16 jobs at once
+  tact tune --completions tree -- make          sub-makes' jobs count too (recursive make)
+  tact tune -v --json-log tune.jsonl -- make    print and log every decision
+  tact tune --policy static:4 -- make           a fixed count, for comparison
+  tact tune --workers-file /tmp/j -- parallel -j /tmp/j gzip ::: *.log
+  tact tune --workers-file /tmp/j --completions file:/tmp/done -- ./crawler --jobs-file /tmp/j
+
+tact runs the command and keeps adjusting how many jobs it may run at once: it raises the count
+while each step still raises the rate at which jobs finish, backs off when it stops paying, and
+re-checks now and then (TCC, Tang et al.). It needs no model of the machine: only job
+completions.
+
+How the count reaches the program:
+  --jobserver         tact is the GNU make jobserver (MAKEFLAGS=-j --jobserver-auth=R,W): make
+                      runs at most COUNT jobs; sub-makes share them (the default)
+  --workers-file P    tact writes COUNT to P (atomically) whenever it changes, for programs that
+                      re-read such a file, like GNU parallel's -j P
+
+What counts as a finished job (--completions):
+  children            a process the command started exits (make's recipes, parallel's jobs;
+                      the default)
+  tree                any process below the command exits (recursive builds, scripts)
+  file:PATH           the last number in PATH, a counter the program keeps
+
+tact passes SIGINT and SIGTERM on to the command and exits with its status.";
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("actuator").args(["jobserver", "workers_file"])))]
+pub struct TuneArgs {
+    /// Be the GNU make jobserver of the command (the default).
+    #[arg(long)]
+    pub jobserver: bool,
+    /// Write the count of jobs to PATH whenever it changes, for programs that re-read it.
+    #[arg(long, value_name = "PATH")]
+    pub workers_file: Option<PathBuf>,
+    /// Most jobs at once [default: 4 x the online CPUs, at least 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max: Option<u32>,
+    /// Jobs at once to start with [default: the online CPUs, at most --max].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub init: Option<u32>,
+    /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05), static:N, aimd, vegas,
+    /// gradient2, envoy (the last three judge by job latency: a job's lifetime as tact saw it).
+    #[arg(long, value_name = "SPEC", default_value = "tcc")]
+    pub policy: String,
+    /// What counts as a finished job: children, tree, file:PATH.
+    #[arg(long, value_name = "SRC", default_value = "children",
+          value_parser = crate::tune::completions::parse_counting)]
+    pub completions: crate::tune::completions::Counting,
+    /// How often the controller's timers run.
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]
+    pub tick: Duration,
+    /// Write one JSON object per change of the count and per controller decision to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json_log: Option<PathBuf>,
+    /// The command to run, after `--`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

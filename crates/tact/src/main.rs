@@ -7,6 +7,7 @@ mod jobs;
 mod paths;
 mod share;
 mod trace;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
                 Command::Daemon(args) => daemon::run(args),
                 Command::Status(args) => daemon::status::run(args),
                 Command::Share(args) => share::run(args),
+                Command::Tune(args) => tune::run(args, cli.verbose),
                 Command::Guard | Command::Work(_) | Command::Recover => {
                     unreachable!("handled above")
                 }

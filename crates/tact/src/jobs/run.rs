@@ -85,7 +85,7 @@ fn pass_on_until_exit(job: &PoliteJob, events: &mut Events, mut sig: Received) -
 }
 
 /// The command's exit code, or 128 + signal number as a shell reports a killed command.
-fn exit_code(status: std::process::ExitStatus) -> i32 {
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))

@@ -1,0 +1,245 @@
+//! Counting the jobs an unmodified program finishes, by watching its processes (or a counter
+//! file it keeps), and how many it runs right now.
+//!
+//! There is no unprivileged way to be told of every exit in another process's tree (the proc
+//! connector and BPF need privileges), so the tree is polled: a process seen at one poll and
+//! gone at a later one finished. A job that starts and ends between two polls is missed; the
+//! poll period (a few milliseconds) is far below the length of the jobs worth tuning.
+
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tact_linux::probe::proc::ProcReader;
+use tact_linux::{ProgressMeter, ProgressSource};
+
+/// What counts as one finished job (`--completions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counting {
+    /// A direct child of the command's process exits (make's recipes, parallel's jobs).
+    Children,
+    /// Any process below the command exits (recursive makes, scripts that fork).
+    Tree,
+    /// The last number in a file the program keeps rises.
+    File(PathBuf),
+}
+
+/// `--completions`: `children`, `tree` or `file:PATH`.
+pub fn parse_counting(s: &str) -> Result<Counting, String> {
+    match s {
+        "children" => Ok(Counting::Children),
+        "tree" => Ok(Counting::Tree),
+        _ => match s.strip_prefix("file:") {
+            Some(path) if !path.is_empty() => Ok(Counting::File(path.into())),
+            _ => Err(format!(
+                "`{s}` is not a completion source (valid: children, tree, file:PATH)"
+            )),
+        },
+    }
+}
+
+impl Counting {
+    /// Refuses a counter file that can never be read, before the command starts. A file that
+    /// does not exist yet is fine (the program creates it) when its directory exists.
+    pub fn check(&self) -> Result<()> {
+        let Counting::File(path) = self else {
+            return Ok(());
+        };
+        match std::fs::read(path) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let dir = path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                if !dir.is_dir() {
+                    bail!(
+                        "--completions file:{}: directory {} does not exist",
+                        path.display(),
+                        dir.display()
+                    );
+                }
+                Ok(())
+            }
+            Err(e) => bail!("--completions file:{}: cannot read it: {e}", path.display()),
+        }
+    }
+}
+
+/// A live process of the command's tree.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    ppid: i32,
+    /// The poll that found it (its lifetime is measured from there, to within a poll period).
+    since: Instant,
+}
+
+/// Counts finished jobs of the tree rooted at the command's process, and its running jobs.
+pub struct Completions {
+    reader: ProcReader,
+    /// Watch every descendant, not only the root's children.
+    deep: bool,
+    /// The processes alive at the last poll (the root excluded).
+    alive: HashMap<i32, Seen>,
+    /// The counter file and how much of it was counted.
+    file: Option<(ProgressMeter, u64)>,
+    /// A counter-file error was reported (once; later ones are the same story).
+    file_warned: bool,
+}
+
+impl Completions {
+    /// Call before the command starts: a counter file is read now, so that what it holds
+    /// already is not counted, while everything in a file created later is.
+    pub fn new(counting: &Counting) -> Self {
+        let reader = ProcReader::new();
+        let mut file_warned = false;
+        let file = match counting {
+            Counting::File(path) => {
+                let source = ProgressSource::File(path.clone());
+                let mut meter = ProgressMeter::new(reader.clone(), vec![source]);
+                let mut counted = 0;
+                read_counter(&mut meter, &mut counted, &mut file_warned);
+                Some((meter, counted))
+            }
+            Counting::Children | Counting::Tree => None,
+        };
+        Completions {
+            reader,
+            deep: *counting == Counting::Tree,
+            alive: HashMap::new(),
+            file,
+            file_warned,
+        }
+    }
+
+    /// Looks at the tree of `root` (and the counter file) at `now` and returns one entry per
+    /// job finished since the last call: its lifetime as seen, or none from a counter file.
+    /// Call once more after the command exited, to count its last jobs.
+    pub fn poll(&mut self, root: i32, now: Instant) -> Result<Vec<Option<Duration>>> {
+        let pids = if self.deep {
+            self.reader.descendants(root)
+        } else {
+            self.reader.children(root)
+        };
+        // The root exited and was reaped: everything seen is gone.
+        let pids = match pids {
+            Ok(pids) => pids,
+            Err(tact_linux::Error::NoProcess { .. }) => Vec::new(),
+            Err(e) => return Err(e).context("cannot list the command's processes"),
+        };
+        let mut alive = HashMap::with_capacity(pids.len());
+        for pid in pids.into_iter().filter(|&p| p != root) {
+            if let Some(seen) = self.alive.get(&pid) {
+                alive.insert(pid, *seen);
+                continue;
+            }
+            match self.reader.stat(pid) {
+                Ok(s) if !s.is_dead() => {
+                    let seen = Seen {
+                        ppid: s.ppid,
+                        since: now,
+                    };
+                    alive.insert(pid, seen);
+                }
+                // Exited between the listing and the read: never seen alive, not counted.
+                Ok(_) | Err(tact_linux::Error::NoProcess { .. }) => {}
+                Err(e) => return Err(e).context("cannot read a process of the command"),
+            }
+        }
+        let exited: Vec<Option<Duration>> = self
+            .alive
+            .iter()
+            .filter(|(pid, _)| !alive.contains_key(pid))
+            .map(|(_, seen)| Some(now.saturating_duration_since(seen.since)))
+            .collect();
+        self.alive = alive;
+        match &mut self.file {
+            None => Ok(exited),
+            Some((meter, counted)) => {
+                let n = read_counter(meter, counted, &mut self.file_warned);
+                Ok(vec![None; n as usize])
+            }
+        }
+    }
+
+    /// Jobs running as of the last poll: the live children of `root` (helpers count too: a
+    /// program that keeps helper processes runs that many more "jobs" than it works on).
+    pub fn running(&self, root: i32) -> usize {
+        self.alive.values().filter(|s| s.ppid == root).count()
+    }
+}
+
+/// The counter's rise since the last read, in whole jobs. A file that is missing (not created
+/// yet) or half-written (no number) counts nothing this time; other failures are reported once.
+fn read_counter(meter: &mut ProgressMeter, counted: &mut u64, warned: &mut bool) -> u64 {
+    match meter.sample(&[]) {
+        Ok(totals) => {
+            let total = totals[0].max(0.0) as u64;
+            let new = total.saturating_sub(*counted);
+            *counted = total.max(*counted);
+            new
+        }
+        Err(tact_linux::Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => 0,
+        Err(tact_linux::Error::Parse { .. }) => 0,
+        Err(e) => {
+            if !std::mem::replace(warned, true) {
+                tracing::warn!("--completions: {e}");
+            }
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse_and_bad_ones_name_the_choices() {
+        assert_eq!(parse_counting("children"), Ok(Counting::Children));
+        assert_eq!(parse_counting("tree"), Ok(Counting::Tree));
+        assert_eq!(
+            parse_counting("file:/tmp/n"),
+            Ok(Counting::File("/tmp/n".into()))
+        );
+        for bad in ["file:", "exits", ""] {
+            let e = parse_counting(bad).unwrap_err();
+            assert!(e.contains("children, tree, file:PATH"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_counter_file_is_checked_before_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let later = dir.path().join("created-later");
+        assert!(Counting::File(later).check().is_ok());
+        let nowhere = dir.path().join("no/such/dir/n");
+        let e = Counting::File(nowhere).check().unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        let e = Counting::File(dir.path().into())
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn the_counter_counts_its_rise_in_whole_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n");
+        let mut meter =
+            ProgressMeter::new(ProcReader::new(), vec![ProgressSource::File(path.clone())]);
+        let (mut counted, mut warned) = (0, false);
+        // Missing at first: created by the program later, and then all of it counts.
+        assert_eq!(read_counter(&mut meter, &mut counted, &mut warned), 0);
+        std::fs::write(&path, "done 3\n").unwrap();
+        assert_eq!(read_counter(&mut meter, &mut counted, &mut warned), 3);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(read_counter(&mut meter, &mut counted, &mut warned), 0);
+        std::fs::write(&path, "done 7\n").unwrap();
+        assert_eq!(read_counter(&mut meter, &mut counted, &mut warned), 4);
+        assert!(!warned);
+    }
+}

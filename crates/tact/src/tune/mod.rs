@@ -1,0 +1,294 @@
+//! `tact tune`: run an unmodified program (make, GNU parallel) under a concurrency controller
+//! (TCC, spec concurrency.md §6 "External mode"). tact tells the program how many jobs it may
+//! run at once, as its make jobserver or through a file it re-reads, counts the jobs it
+//! finishes by watching its processes, and feeds those events to the controller.
+
+pub mod completions;
+mod jobserver;
+mod report;
+mod workers_file;
+
+use std::io::ErrorKind;
+use std::os::fd::AsFd;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use tact_core::tune::{policy_from_spec, Event as PolicyEvent, Load, Policy};
+use tact_linux::actuate::pidfd::PidFd;
+
+use crate::cli::TuneArgs;
+use crate::jobs::events::{unblock_signals_in_child, Event, Events, Received};
+use crate::jobs::run::{exit_code, TACT_FAILED};
+use completions::Completions;
+use jobserver::Jobserver;
+use report::{Report, Summary};
+use workers_file::WorkersFile;
+
+/// How often the jobserver's pipe and the command's children are looked at: make takes and
+/// returns tokens within microseconds, so occupancy is read often (it costs one ioctl and one
+/// small /proc read).
+const POLL_JOBSERVER: Duration = Duration::from_millis(2);
+/// The same for a workers file, or when the whole tree is walked (a few reads per process).
+const POLL_TREE: Duration = Duration::from_millis(5);
+
+pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
+    let (n_init, n_max) = counts(args)?;
+    args.completions.check()?;
+    let completions = Completions::new(&args.completions);
+    // The message alone: its sources repeat in it.
+    let policy = policy_from_spec(&args.policy, n_init, n_max)
+        .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
+    let mut report = Report::new(args.json_log.as_deref(), verbose)?;
+    let target = policy.target();
+    report.target(Duration::ZERO, target, 0, Load::default())?;
+    let actuator = match &args.workers_file {
+        Some(path) => {
+            let file = WorkersFile::new(path)?;
+            // Before the command starts: it may read the file once at its start.
+            file.write(target)?;
+            Actuator::File(file)
+        }
+        None => {
+            if n_max > jobserver::MAX_JOBS {
+                bail!(
+                    "--max {n_max}: a make jobserver runs at most {} jobs at once",
+                    jobserver::MAX_JOBS
+                );
+            }
+            Actuator::Jobserver(Jobserver::new(target)?)
+        }
+    };
+    let poll_every = match (&actuator, &args.completions) {
+        (Actuator::Jobserver(_), completions::Counting::Children) => POLL_JOBSERVER,
+        _ => POLL_TREE,
+    };
+
+    // Signals are read from a signalfd from now on; the command starts with them unblocked.
+    let mut events = Events::new()?;
+    let (cmd, cmd_args) = args.command.split_first().expect("clap requires a command");
+    let mut command = Command::new(cmd);
+    command.args(cmd_args);
+    unblock_signals_in_child(&mut command);
+    if let Actuator::Jobserver(js) = &actuator {
+        js.prepare(&mut command);
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            eprintln!("tact: {cmd}: command not found");
+            return Ok(127);
+        }
+        Err(e) => {
+            eprintln!("tact: {cmd}: cannot run: {e}");
+            return Ok(126);
+        }
+    };
+    let start = Instant::now();
+    let pid = child.id() as i32;
+    // Our unreaped child: its pid cannot name another process before we wait for it.
+    let root = match PidFd::open(pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e).context("cannot open a pidfd on the command");
+        }
+    };
+    let mut tuner = Tuner {
+        policy,
+        actuator,
+        completions,
+        pid,
+        report,
+        start,
+        done: 0,
+        load: Load::default(),
+    };
+
+    let status = match tuner.drive(&mut child, &root, &mut events, poll_every, args.tick) {
+        Ok(status) => status,
+        Err(e) => {
+            // The command goes on with the count it has; tact waits for it, as `tact run` does.
+            eprintln!("tact: {e:#}; tuning stopped, waiting for {cmd} to exit");
+            child.wait()?;
+            return Ok(TACT_FAILED);
+        }
+    };
+    // The last jobs ended before the command did.
+    tuner.poll(Instant::now())?;
+    let code = exit_code(status);
+    let line = tuner.report.finish(&Summary {
+        completions: tuner.done,
+        wall: start.elapsed(),
+        status: code,
+    })?;
+    eprintln!("{line}");
+    Ok(code)
+}
+
+/// `--init` and `--max`, with their defaults from the online CPUs.
+fn counts(args: &TuneArgs) -> Result<(usize, usize)> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let init = args.init.map(|n| n as usize);
+    let max = match args.max {
+        Some(max) => max as usize,
+        None => (4 * cpus).max(8).max(init.unwrap_or(0)),
+    };
+    let init = init.unwrap_or(cpus.min(max));
+    if init > max {
+        bail!("--init {init} is above --max {max}");
+    }
+    Ok((init, max))
+}
+
+/// A signal for tact goes on to the command (one from the terminal reached it already); tact
+/// carries on until the command exits, and exits with its status.
+fn pass_on(root: &PidFd, sig: Received) {
+    if !sig.from_terminal {
+        if let Err(e) = root.send_signal(sig.signal as i32) {
+            tracing::warn!("cannot pass {} on: {e}", sig.signal);
+        }
+    }
+}
+
+/// How the count reaches the program.
+enum Actuator {
+    Jobserver(Jobserver),
+    File(WorkersFile),
+}
+
+impl Actuator {
+    fn apply(&mut self, target: usize) -> Result<()> {
+        match self {
+            Actuator::Jobserver(js) => js.set_target(target),
+            Actuator::File(f) => f.write(target),
+        }
+    }
+
+    /// The program's occupancy. Without a jobserver, the jobs running are the command's live
+    /// children and no queue is visible, so the pool counts as saturated exactly when they
+    /// reach the target.
+    fn load(&self, target: usize, running: usize) -> Result<Load> {
+        match self {
+            Actuator::Jobserver(js) => js.load(target, running),
+            Actuator::File(_) => Ok(Load::new(running, 0)),
+        }
+    }
+
+    fn reclaim_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self {
+            Actuator::Jobserver(js) if js.reclaiming() => Some(js.wait_fd()),
+            _ => None,
+        }
+    }
+
+    fn reclaim(&mut self) -> Result<()> {
+        match self {
+            Actuator::Jobserver(js) => js.reclaim(),
+            Actuator::File(_) => Ok(()),
+        }
+    }
+}
+
+/// The controller wired to the program: events in, targets out.
+struct Tuner {
+    policy: Box<dyn Policy + Send>,
+    actuator: Actuator,
+    completions: Completions,
+    /// The command's process.
+    pid: i32,
+    report: Report,
+    start: Instant,
+    /// Jobs finished so far.
+    done: u64,
+    /// The occupancy last reported to the controller.
+    load: Load,
+}
+
+impl Tuner {
+    /// Serves the command until it exits: polls it, ticks the controller, passes signals on.
+    fn drive(
+        &mut self,
+        child: &mut Child,
+        root: &PidFd,
+        events: &mut Events,
+        poll_every: Duration,
+        tick: Duration,
+    ) -> Result<ExitStatus> {
+        let mut next_poll = self.start;
+        let mut next_tick = self.start + tick;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            let timeout = next_poll
+                .min(next_tick)
+                .saturating_duration_since(Instant::now());
+            // Waiting on the pipe while tokens are owed wakes tact when make returns one, so
+            // that tact can race make for it.
+            let fd = self.actuator.reclaim_fd().unwrap_or(root.as_fd());
+            match events.wait(fd, timeout)? {
+                Event::Signal(sig) => pass_on(root, sig),
+                Event::Ready | Event::Timeout => {}
+            }
+            self.actuator.reclaim()?;
+            let now = Instant::now();
+            if now >= next_poll {
+                self.poll(now)?;
+                next_poll = now + poll_every;
+            }
+            if now >= next_tick {
+                self.tick(now)?;
+                next_tick = now + tick;
+            }
+        }
+    }
+
+    /// Counts finished jobs and reads the occupancy: one `Complete` per finished job (with its
+    /// lifetime as seen, when known, for latency-based policies), else a
+    /// `Start` when more jobs run, or a `Load` when only the rest changed.
+    fn poll(&mut self, now: Instant) -> Result<()> {
+        let at = now - self.start;
+        let finished = self.completions.poll(self.pid, now)?;
+        self.done += finished.len() as u64;
+        let running = self.completions.running(self.pid);
+        let load = self.actuator.load(self.policy.target(), running)?;
+        for latency in &finished {
+            let changed = self.policy.on_event(PolicyEvent::Complete {
+                at,
+                load,
+                latency: *latency,
+            });
+            self.apply(at, changed, load)?;
+        }
+        if finished.is_empty() && load != self.load {
+            let changed = if load.in_flight > self.load.in_flight {
+                self.policy.on_start(at, load)
+            } else {
+                self.policy.on_load(at, load)
+            };
+            self.apply(at, changed, load)?;
+        }
+        self.load = load;
+        Ok(())
+    }
+
+    fn tick(&mut self, now: Instant) -> Result<()> {
+        let at = now - self.start;
+        let changed = self.policy.on_tick(at);
+        self.apply(at, changed, self.load)
+    }
+
+    /// Logs the controller's transitions, and puts a new target in force.
+    fn apply(&mut self, at: Duration, changed: Option<usize>, load: Load) -> Result<()> {
+        for tr in self.policy.drain_trace() {
+            self.report.transition(&tr, self.done)?;
+        }
+        if let Some(target) = changed {
+            self.actuator.apply(target)?;
+            self.report.target(at, target, self.done, load)?;
+        }
+        Ok(())
+    }
+}

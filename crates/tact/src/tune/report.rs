@@ -1,0 +1,301 @@
+//! What `tact tune` tells: one JSON line per change of the count and per controller transition
+//! (`--json-log`), transitions on stderr with `-v`, and a summary line at the end.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+use tact_core::tune::{Load, Phase, Reason, Transition};
+
+use crate::trace::JsonLines;
+
+#[derive(Serialize)]
+struct TargetLine {
+    /// Seconds since the command started.
+    t: f64,
+    kind: &'static str,
+    target: usize,
+    /// The count before (none for the first line).
+    from: Option<usize>,
+    /// Jobs finished so far.
+    completions: u64,
+    in_flight: usize,
+}
+
+#[derive(Serialize)]
+struct TransitionLine {
+    t: f64,
+    kind: &'static str,
+    cycle: u64,
+    from: Phase,
+    to: Phase,
+    reason: Reason,
+    target_from: usize,
+    target_to: usize,
+    /// Jobs per busy second of the configuration judged.
+    throughput: Option<f64>,
+    batches: u32,
+    forced: bool,
+    /// Seconds the command kept all its slots busy so far.
+    busy: f64,
+    completions: u64,
+}
+
+#[derive(Serialize)]
+struct EndLine {
+    t: f64,
+    kind: &'static str,
+    completions: u64,
+    /// Jobs per second over the whole run.
+    throughput: f64,
+    target_min: usize,
+    target_median: usize,
+    target_max: usize,
+    target_final: usize,
+    /// The command's exit status as tact reports it.
+    status: i32,
+}
+
+/// The summary of a run, for the last line.
+pub struct Summary {
+    pub completions: u64,
+    pub wall: Duration,
+    pub status: i32,
+}
+
+pub struct Report {
+    log: Option<JsonLines>,
+    verbose: bool,
+    /// Each target in force and for how long, in order.
+    history: Vec<(usize, Duration)>,
+    /// When the current target came into force.
+    since: Duration,
+}
+
+impl Report {
+    pub fn new(json_log: Option<&Path>, verbose: bool) -> Result<Self> {
+        Ok(Report {
+            log: json_log.map(JsonLines::create).transpose()?,
+            verbose,
+            history: Vec::new(),
+            since: Duration::ZERO,
+        })
+    }
+
+    /// A new target is in force at `t` (the first one at the start).
+    pub fn target(
+        &mut self,
+        t: Duration,
+        target: usize,
+        completions: u64,
+        load: Load,
+    ) -> Result<()> {
+        let from = self.history.last().map(|&(n, _)| n);
+        if let Some(last) = self.history.last_mut() {
+            last.1 += t.saturating_sub(self.since);
+        }
+        self.history.push((target, Duration::ZERO));
+        self.since = t;
+        if self.verbose {
+            if let Some(from) = from {
+                eprintln!(
+                    "tact: tune: {:.2} s: {from} -> {target} jobs",
+                    t.as_secs_f64()
+                );
+            }
+        }
+        match &mut self.log {
+            Some(log) => log.line(&TargetLine {
+                t: t.as_secs_f64(),
+                kind: "target",
+                target,
+                from,
+                completions,
+                in_flight: load.in_flight,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A controller transition (its `at` is on the same clock as `t` elsewhere).
+    pub fn transition(&mut self, tr: &Transition, completions: u64) -> Result<()> {
+        if self.verbose {
+            eprintln!(
+                "tact: tune: {:.2} s: cycle {} {:?} -> {:?} ({:?}{}), {} -> {} jobs{}",
+                tr.at.as_secs_f64(),
+                tr.cycle,
+                tr.from,
+                tr.to,
+                tr.reason,
+                if tr.forced { ", forced" } else { "" },
+                tr.target_from,
+                tr.target_to,
+                tr.throughput
+                    .map(|x| format!(", {x:.1} jobs/s busy"))
+                    .unwrap_or_default(),
+            );
+        }
+        match &mut self.log {
+            Some(log) => log.line(&TransitionLine {
+                t: tr.at.as_secs_f64(),
+                kind: "transition",
+                cycle: tr.cycle,
+                from: tr.from,
+                to: tr.to,
+                reason: tr.reason,
+                target_from: tr.target_from,
+                target_to: tr.target_to,
+                throughput: tr.throughput,
+                batches: tr.batches,
+                forced: tr.forced,
+                busy: tr.busy.as_secs_f64(),
+                completions,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Logs the end and returns the summary line.
+    pub fn finish(mut self, s: &Summary) -> Result<String> {
+        if let Some(last) = self.history.last_mut() {
+            last.1 += s.wall.saturating_sub(self.since);
+        }
+        let stats = TargetStats::of(&self.history);
+        let throughput = s.completions as f64 / s.wall.as_secs_f64().max(1e-9);
+        if let Some(log) = &mut self.log {
+            log.line(&EndLine {
+                t: s.wall.as_secs_f64(),
+                kind: "end",
+                completions: s.completions,
+                throughput,
+                target_min: stats.min,
+                target_median: stats.median,
+                target_max: stats.max,
+                target_final: stats.last,
+                status: s.status,
+            })?;
+        }
+        Ok(format!(
+            "tact: tune: {} job{} finished in {:.1} s ({throughput:.2}/s); jobs at once: min {}, \
+             median {}, max {}, final {}",
+            s.completions,
+            if s.completions == 1 { "" } else { "s" },
+            s.wall.as_secs_f64(),
+            stats.min,
+            stats.median,
+            stats.max,
+            stats.last,
+        ))
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct TargetStats {
+    min: usize,
+    /// Weighted by how long each target was in force.
+    median: usize,
+    max: usize,
+    last: usize,
+}
+
+impl TargetStats {
+    fn of(history: &[(usize, Duration)]) -> TargetStats {
+        let min = history.iter().map(|h| h.0).min().unwrap_or(0);
+        let max = history.iter().map(|h| h.0).max().unwrap_or(0);
+        let last = history.last().map_or(0, |h| h.0);
+        let mut by_count = history.to_vec();
+        by_count.sort_unstable();
+        let total: Duration = history.iter().map(|h| h.1).sum();
+        let mut acc = Duration::ZERO;
+        let median = by_count
+            .iter()
+            .find(|&&(_, d)| {
+                acc += d;
+                acc * 2 >= total
+            })
+            .map_or(last, |h| h.0);
+        TargetStats {
+            min,
+            median,
+            max,
+            last,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_weighs_targets_by_time_in_force() {
+        let s = |v: &[(usize, u64)]| {
+            TargetStats::of(
+                &v.iter()
+                    .map(|&(n, ms)| (n, Duration::from_millis(ms)))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(
+            s(&[(2, 100), (3, 50), (8, 10), (3, 900)]),
+            TargetStats {
+                min: 2,
+                median: 3,
+                max: 8,
+                last: 3
+            }
+        );
+        assert_eq!(s(&[(4, 0)]).median, 4);
+        assert_eq!(s(&[(1, 700), (9, 300)]).median, 1);
+    }
+
+    #[test]
+    fn the_log_has_targets_transitions_and_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut r = Report::new(Some(&path), false).unwrap();
+        r.target(Duration::ZERO, 2, 0, Load::new(0, 0)).unwrap();
+        r.transition(
+            &Transition {
+                at: Duration::from_secs(1),
+                busy: Duration::from_millis(900),
+                cycle: 0,
+                from: Phase::Base,
+                to: Phase::Add,
+                reason: Reason::Measured,
+                target_from: 2,
+                target_to: 3,
+                throughput: Some(10.0),
+                batches: 30,
+                forced: false,
+            },
+            12,
+        )
+        .unwrap();
+        r.target(Duration::from_secs(1), 3, 12, Load::new(2, 1))
+            .unwrap();
+        let line = r
+            .finish(&Summary {
+                completions: 40,
+                wall: Duration::from_secs(4),
+                status: 0,
+            })
+            .unwrap();
+        assert!(
+            line.contains("40 jobs finished in 4.0 s (10.00/s)"),
+            "{line}"
+        );
+        assert!(line.contains("min 2, median 3, max 3, final 3"), "{line}");
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["target", "transition", "target", "end"]);
+        assert_eq!(lines[1]["reason"], "measured");
+        assert_eq!(lines[2]["from"], 2);
+        assert_eq!(lines[3]["completions"], 40);
+    }
+}

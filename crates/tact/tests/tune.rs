@@ -1,0 +1,328 @@
+//! `tact tune` on real programs: GNU make under tact's jobserver, a program reading a workers
+//! file, exit statuses, signals and bad input.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+/// Runs tact with `args` in `dir` (its runtime directory too).
+fn tune(dir: &Path, args: &[&str]) -> Output {
+    tact()
+        .env("TACT_RUNTIME_DIR", dir)
+        .current_dir(dir)
+        .arg("tune")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A Makefile of `n` independent targets; each recipe appends `S` to `log` when it starts and
+/// `E` when it ends (single small appends, so the file holds the real order of events), sleeps
+/// `secs`, records its name in `built` and creates its file.
+fn makefile(dir: &Path, n: usize, secs: f64) {
+    let names: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    fs::write(
+        dir.join("M"),
+        format!(
+            "all: {}\n\nt%:\n\t@echo S >> log; sleep {secs}; echo E >> log; echo $@ >> built; \
+             touch $@\n",
+            names.join(" ")
+        ),
+    )
+    .unwrap();
+}
+
+/// The most recipes that ran at once, from the S/E log.
+fn max_concurrent(dir: &Path) -> usize {
+    let (mut now, mut max) = (0i64, 0i64);
+    for line in fs::read_to_string(dir.join("log")).unwrap().lines() {
+        now += if line == "S" { 1 } else { -1 };
+        max = max.max(now);
+    }
+    max as usize
+}
+
+fn json_log(path: &Path) -> Vec<Value> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|l| l["kind"] == kind).collect()
+}
+
+#[test]
+fn make_builds_every_target_once_and_its_jobs_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    makefile(dir.path(), 60, 0.1);
+    let out = tune(
+        dir.path(),
+        &["--json-log", "tune.jsonl", "--", "make", "-f", "M", "all"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut built: Vec<String> = fs::read_to_string(dir.path().join("built"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    built.sort();
+    let mut expected: Vec<String> = (0..60).map(|i| format!("t{i}")).collect();
+    expected.sort();
+    assert_eq!(built, expected, "every target exactly once");
+
+    let log = json_log(&dir.path().join("tune.jsonl"));
+    let targets = of_kind(&log, "target");
+    assert!(!targets.is_empty(), "the initial target is logged");
+    for t in &targets {
+        let n = t["target"].as_u64().unwrap();
+        assert!(n >= 1, "{t}");
+    }
+    let end = of_kind(&log, "end");
+    assert_eq!(end.len(), 1);
+    // Each recipe is one child of make, seen at most once: never more than 60. A recipe lives
+    // at least 100 ms and tact looks every 2 ms, so missing half of them would take tact being
+    // kept off the CPU for 100 ms thirty times over.
+    let done = end[0]["completions"].as_u64().unwrap();
+    assert!((30..=60).contains(&done), "{done} completions counted");
+    assert_eq!(end[0]["status"], 0);
+    let summary = stderr(&out);
+    assert!(
+        summary.contains(&format!("tact: tune: {done} jobs finished")),
+        "{summary}"
+    );
+}
+
+#[test]
+fn make_never_runs_more_jobs_than_the_target_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    makefile(dir.path(), 40, 0.05);
+    let out = tune(
+        dir.path(),
+        &[
+            "--max",
+            "3",
+            "--json-log",
+            "tune.jsonl",
+            "--",
+            "make",
+            "-f",
+            "M",
+            "all",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = json_log(&dir.path().join("tune.jsonl"));
+    let max_target = of_kind(&log, "target")
+        .iter()
+        .map(|t| t["target"].as_u64().unwrap() as usize)
+        .max()
+        .unwrap();
+    assert!(max_target <= 3, "{max_target}");
+    let used = max_concurrent(dir.path());
+    assert!(
+        used <= max_target,
+        "make ran {used} jobs at once; the target never exceeded {max_target}"
+    );
+}
+
+#[test]
+fn the_jobserver_sets_how_many_jobs_make_runs() {
+    // A fixed count: without tact's tokens make would run 1 job (no jobserver) or all of them
+    // (a bare -j), so exactly 3 at most and more than 1 shows the tokens at work.
+    let dir = tempfile::tempdir().unwrap();
+    makefile(dir.path(), 30, 0.2);
+    let out = tune(
+        dir.path(),
+        &["--policy", "static:3", "--", "make", "-f", "M", "all"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let used = max_concurrent(dir.path());
+    assert!((2..=3).contains(&used), "make ran {used} jobs at once");
+
+    let dir = tempfile::tempdir().unwrap();
+    makefile(dir.path(), 10, 0.05);
+    let out = tune(
+        dir.path(),
+        &["--policy", "static:1", "--", "make", "-f", "M", "all"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(max_concurrent(dir.path()), 1);
+}
+
+#[test]
+fn the_users_makeflags_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("M"),
+        "all:\n\t@echo \"$(MAKEFLAGS)\" > flags\n",
+    )
+    .unwrap();
+    let out = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .env("MAKEFLAGS", "k -j9 -- GREETING=hello")
+        .current_dir(dir.path())
+        .args(["tune", "--", "make", "-f", "M"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let flags = fs::read_to_string(dir.path().join("flags")).unwrap();
+    assert!(flags.contains("--jobserver-auth="), "{flags}");
+    assert!(
+        flags.starts_with("k ") && flags.contains(" -- GREETING=hello"),
+        "{flags}"
+    );
+    assert!(!flags.contains("-j9"), "{flags}");
+}
+
+#[test]
+fn a_workers_file_holds_the_count_while_the_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    // Shell builtins only, apart from the three `sleep`s: those are the shell's only children.
+    let script = "read n < jobs; echo $n > seen; for i in 1 2 3; do sleep 0.05 & wait; done; \
+                  read n < jobs; echo $n >> seen";
+    let out = tune(
+        dir.path(),
+        &[
+            "--workers-file",
+            "jobs",
+            "--init",
+            "2",
+            "--json-log",
+            "tune.jsonl",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let seen = fs::read_to_string(dir.path().join("seen")).unwrap();
+    let counts: Vec<u64> = seen.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(counts.len(), 2, "{seen:?}");
+    assert_eq!(counts[0], 2, "the initial count, written before the start");
+    assert!(counts[1] >= 1, "{seen:?}");
+    // Each `sleep` lives 50 ms and is one child of the shell, seen at most once.
+    let end = &of_kind(&json_log(&dir.path().join("tune.jsonl")), "end")[0].clone();
+    assert!(end["completions"].as_u64().unwrap() <= 3, "{end}");
+}
+
+#[test]
+fn a_counter_file_counts_completions() {
+    let dir = tempfile::tempdir().unwrap();
+    let counted = |script: &str| {
+        let out = tune(
+            dir.path(),
+            &[
+                "--workers-file",
+                "jobs",
+                "--completions",
+                "file:n",
+                "--json-log",
+                "tune.jsonl",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let log = json_log(&dir.path().join("tune.jsonl"));
+        of_kind(&log, "end")[0]["completions"].clone()
+    };
+    // Created during the run: all of it counts (the last poll follows the exit).
+    let script = "for i in 1 2 3 4 5; do echo \"done $i\" > n; sleep 0.02; done";
+    assert_eq!(counted(script), 5);
+    // Already there: only the rise counts, however soon the command writes.
+    fs::write(dir.path().join("n"), "done 10\n").unwrap();
+    let script = "for i in 11 12 13; do echo \"done $i\" > n; done";
+    assert_eq!(counted(script), 3);
+}
+
+#[test]
+fn the_commands_status_is_tacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tune(dir.path(), &["--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3));
+    let out = tune(dir.path(), &["--", "sh", "-c", "kill -KILL $$"]);
+    assert_eq!(out.status.code(), Some(128 + 9));
+    let out = tune(dir.path(), &["--", "no-such-command-tact-test"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        stderr(&out).contains("command not found"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn sigterm_to_tact_reaches_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "trap 'echo term > got; exit 7' TERM; touch ready; while :; do sleep 0.05; done";
+    let mut t = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .current_dir(dir.path())
+        .args(["tune", "--", "sh", "-c", script])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(20), "the command to start", || {
+        dir.path().join("ready").exists()
+    });
+    kill(t.id() as i32, Signal::SIGTERM);
+    let status = t.wait().unwrap();
+    assert_eq!(status.code(), Some(7), "the command's own exit status");
+    assert!(dir.path().join("got").exists());
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], i32, &str); 6] = [
+        (&["--max", "0", "--", "touch", "ran"], 2, "--max"),
+        (
+            &["--init", "5", "--max", "3", "--", "touch", "ran"],
+            125,
+            "--init 5 is above --max 3",
+        ),
+        (&[], 2, "CMD"),
+        (
+            &["--completions", "file:/", "--", "touch", "ran"],
+            125,
+            "cannot read",
+        ),
+        (
+            &["--completions", "file:no/such/dir/n", "--", "touch", "ran"],
+            125,
+            "does not exist",
+        ),
+        (
+            &["--policy", "fastest", "--", "touch", "ran"],
+            125,
+            "unknown policy",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = tune(dir.path(), args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dir.path().join("ran").exists(), "{args:?} ran the command");
+        if code == 125 {
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+}
