@@ -7,9 +7,11 @@
 //!
 //! - [`stats`]: statistics shared by the engines (exact sign test, ridge regression).
 //! - [`polite`]: progress-based regulation (MS Manners / BeNice).
+//! - [`idle`]: idletime scheduling with preemption intervals (Eggert).
 //! - [`share`]: proportional-share CPU scheduling of process groups (ALPS).
 //! - [`tune`]: throughput-centric concurrency control (TCC).
 
+pub mod idle;
 pub mod polite;
 pub mod share;
 pub mod stats;

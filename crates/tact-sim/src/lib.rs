@@ -7,10 +7,13 @@
 //! - [`measure`]: the measures of spec section 7 (efficiency, interference, overshoot, ...).
 //! - [`polite`]: the driver that runs a polite `Regulator` against the machine.
 //! - [`claims`]: the paper's experiments as functions, shared by the tests and the example.
+//! - [`idle`]: a non-preemptive device with a fixed service time behind the idletime gate, the
+//!   thesis's disk experiment and the automatic PI.
 //! - [`share`]: a simulated multicore kernel that runs the ALPS engine (proportional share).
 //! - [`tune`]: closed queueing models (mean value analysis) that drive the TCC controller.
 
 pub mod claims;
+pub mod idle;
 pub mod job;
 pub mod load;
 pub mod machine;

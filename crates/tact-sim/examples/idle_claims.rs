@@ -1,0 +1,192 @@
+//! Prints the idle engine's reproduction of the thesis's disk claims (spec idletime.md
+//! section 7) on the simulated non-preemptive 20 ms device, next to the model and the thesis,
+//! then the automatic PI against the best fixed PI, and writes everything as JSON to the path
+//! given:
+//!
+//! `cargo run --release -p tact-sim --example idle_claims [-- OUT.json]`
+//!
+//! Two rigs: exact (every service 20 ms) and ±10% service times (seeded). The grid is
+//! start-anchored, as the thesis's prototype; the end-anchored grid (tact's default) follows.
+
+use std::time::Duration;
+
+use tact_core::idle::Anchor;
+use tact_sim::idle::claims::{self, Grid, Region, INTENSITIES, PIS_MS, STOPPED};
+use tact_sim::idle::Rig;
+
+const BETA: f64 = 0.05;
+
+fn boundary(x: Option<f64>) -> String {
+    x.map_or("none".into(), |i| format!("{i}"))
+}
+
+fn print_grid(name: &str, g: &Grid) {
+    println!("\n## {name}: fg/bg (sim; model below)\n");
+    let head: Vec<String> = INTENSITIES.iter().map(|i| format!("i={i}")).collect();
+    println!("| p ms | {} |", head.join(" | "));
+    println!("|---:|{}", "---|".repeat(INTENSITIES.len()));
+    for p in PIS_MS {
+        let sim: Vec<String> = INTENSITIES
+            .iter()
+            .map(|&i| {
+                let x = g.at(i, p);
+                format!("{:.2}/{:.2}", x.fg_n, x.bg_n)
+            })
+            .collect();
+        let model: Vec<String> = INTENSITIES
+            .iter()
+            .map(|&i| {
+                let x = g.at(i, p);
+                format!("*{:.2}/{:.2}*", x.model_fg_n, x.model_bg_n)
+            })
+            .collect();
+        println!("| {p} | {} |", sim.join(" | "));
+        println!("| | {} |", model.join(" | "));
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out = std::env::args().nth(1);
+    let exact = Rig::disk();
+    let jittered = Rig {
+        jitter: 0.1,
+        seed: 7,
+        ..exact
+    };
+    let grids: Vec<(&str, Grid)> = vec![
+        (
+            "exact, start-anchored",
+            claims::grid(&exact, Anchor::Start, &INTENSITIES, &PIS_MS),
+        ),
+        (
+            "±10%, start-anchored",
+            claims::grid(&jittered, Anchor::Start, &INTENSITIES, &PIS_MS),
+        ),
+        (
+            "exact, end-anchored",
+            claims::grid(&exact, Anchor::End, &INTENSITIES, &PIS_MS),
+        ),
+        (
+            "±10%, end-anchored",
+            claims::grid(&jittered, Anchor::End, &INTENSITIES, &PIS_MS),
+        ),
+    ];
+
+    println!(
+        "# idle: the thesis's disk on the simulated 20 ms device (t_max 100 ms, 300 cycles)\n"
+    );
+    println!("fg is normalized by r(i) measured alone, bg by r_max; \"stops past\" is the lowest grid intensity from which bg < {STOPPED} at every higher one.\n");
+    println!("| claim | thesis | model | exact start | ±10% start | exact end | ±10% end |");
+    println!("|---|---|---|---|---|---|---|");
+    let model = |g: &Grid| claims::model(&g.rig, g.anchor, g.r_max);
+    let cells = |f: &dyn Fn(&Grid) -> String| -> String {
+        grids
+            .iter()
+            .map(|(_, g)| f(g))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    println!(
+        "| 3: p < τ, i = 1: fg/bg | ≈ 50% / 50% | {:.2} / {:.2} | {} |",
+        grids[0].1.at(1.0, 10).model_fg_n,
+        grids[0].1.at(1.0, 10).model_bg_n,
+        cells(&|g| {
+            let x = g.at(1.0, 10);
+            format!("{:.2} / {:.2}", x.fg_n, x.bg_n)
+        })
+    );
+    for (p, thesis) in [(40, "past 90%"), (80, "past 40%")] {
+        println!(
+            "| {}: bg stops, p = {p} ms | {thesis} | {:.1} (start) | {} |",
+            if p == 40 { 5 } else { 6 },
+            model(&grids[0].1).stall_boundary(Duration::from_millis(p)),
+            cells(&|g| boundary(g.stall_boundary(p)))
+        );
+    }
+    println!(
+        "| 7: p > 100 ms: max bg, min fg | ≈ 0, ≈ 100% | 0, 1 | {} |",
+        cells(&|g| {
+            let long = g.points.iter().filter(|x| x.pi_ms > 100);
+            let bg = long.clone().map(|x| x.bg_n).fold(0.0, f64::max);
+            let fg = long.map(|x| x.fg_n).fold(1.0, f64::min);
+            format!("{bg:.3}, {fg:.3}")
+        })
+    );
+    println!(
+        "| 9: i = 0.1, p = 0: fg throughput, latency | ≈ baseline, higher | 0.50, – | {} |",
+        cells(&|g| {
+            let x = g.at(0.1, 0);
+            format!("{:.2}, {:.2}×", x.fg_n, x.latency_x)
+        })
+    );
+
+    println!("\n## Largest |sim − model| per region (fg, bg)\n");
+    println!(
+        "| region | {} |",
+        grids
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|".repeat(grids.len()));
+    let mut errors = Vec::new();
+    for region in Region::ALL {
+        let e: Vec<_> = grids
+            .iter()
+            .map(|(_, g)| g.model_error(region, 0.0))
+            .collect();
+        println!(
+            "| {region:?} | {} |",
+            e.iter()
+                .map(|e| format!("{:.2}, {:.2}", e.fg, e.bg))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        errors.push(e);
+    }
+
+    for (name, g) in &grids {
+        print_grid(name, g);
+    }
+
+    println!("\n## Automatic PI (β = {BETA}) against the best fixed PI (fg ≥ {:.3} of baseline in throughput and latency; ±10% service times)\n", 1.0 - BETA / 2.0);
+    println!("| τ | anchor | i | best fixed p ms | its fg / bg | auto fg / bg | auto mean p ms | bg gap |");
+    println!("|---|---|---:|---:|---|---|---:|---:|");
+    let mut tunings = Vec::new();
+    for tau in [20, 1] {
+        let rig = Rig {
+            tau: Duration::from_millis(tau),
+            jitter: 0.1,
+            seed: 3,
+            ..exact
+        };
+        for anchor in [Anchor::Start, Anchor::End] {
+            for i in [0.1, 0.2, 0.3, 0.5, 0.7, 0.9] {
+                let t = claims::tuning(&rig, anchor, i, BETA);
+                println!(
+                    "| {tau} ms | {anchor:?} | {i} | {:.1} | {:.3} / {:.3} | {:.3} / {:.3} | {:.1} | {:+.3} |",
+                    t.best_pi_ms,
+                    t.best.fg_n,
+                    t.best.bg_n,
+                    t.auto.fg_n,
+                    t.auto.bg_n,
+                    t.auto_mean_pi_ms,
+                    t.auto.bg_n - t.best.bg_n
+                );
+                tunings.push(t);
+            }
+        }
+    }
+
+    if let Some(path) = out {
+        let json = serde_json::json!({
+            "grids": grids.iter().map(|(n, g)| serde_json::json!({"name": n, "grid": g})).collect::<Vec<_>>(),
+            "model_errors": errors,
+            "tuning": tunings,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&json)?)?;
+        println!("\nwrote {path}");
+    }
+    Ok(())
+}
