@@ -13,6 +13,7 @@ use tact_core::tune::decide::{n1_hat, n1_hat_printed};
 use tact_core::tune::params::min_cut;
 use tact_core::tune::TuneParams;
 use tact_sim::tune::claims::{self, Fig5Point, Fig5Spread, Protocol, SharePoint, Shared2, R_GRID};
+use tact_sim::tune::convergence::{self, ModeSummary, MODES, WORKLOADS};
 use tact_sim::tune::experiments::{self as x, Check, SEEDS};
 use tact_sim::tune::{Spacing, Topology};
 
@@ -237,6 +238,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         x1[0].counts, x2[0].count_before, x2[0].counts_after, x3[0].count_before, x3[0].counts_after,
         x4[0].counts, x5[0].count_before, x5[0].counts_during, x5[0].counts_after, x6[0].solo_counts, x6[0].counts);
 
+    // ---- Faster convergence (spec §6, item 1) ----------------------------------------------
+    let seeds: Vec<u64> = (1..=NOISY_SEEDS).collect();
+    let convergence: Vec<Vec<ModeSummary>> = thread::scope(|s| {
+        let handles: Vec<_> = WORKLOADS
+            .iter()
+            .map(|&w| {
+                let seeds = &seeds;
+                s.spawn(move || convergence::compare(w, &MODES, seeds))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    println!("\n## Faster convergence against paper mode: Pareto spacing, 50 s steady states, 40 min, median of {NOISY_SEEDS} seeds\n");
+    println!("Targets: time to first steady ≤ 50% of paper mode, utilization ±2 points, batches per decision ≤ 30%, wrong decisions ≤ 2α = 10%.\n");
+    println!("| workload | mode | first steady | count | utilization | batches/decision | wrong (truth outside [L, H]) | forced | vs paper: time, utilization, batches |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---|");
+    for m in convergence.iter().flatten() {
+        println!(
+            "| {:?} | {} | {:.0} s | {} | {:.1}% | {:.0} | {}/{} ({:.1}%) | {:.0}% | {:.0}%, {:+.1} pt, {:.0}% |",
+            m.workload,
+            m.mode.name,
+            m.first_steady_s,
+            m.first_count,
+            100.0 * m.utilization,
+            m.batches_per_decision,
+            m.wrong,
+            m.judged,
+            100.0 * m.wrong_rate,
+            100.0 * m.forced_share,
+            100.0 * m.time_ratio,
+            100.0 * m.utilization_diff,
+            100.0 * m.batches_ratio,
+        );
+    }
+
     // ---- Errata -----------------------------------------------------------------------------
     let z = normal_quantile(0.95).unwrap();
     let e1 = n1_hat(1.0, 1.0, 0.14, 0.1, z);
@@ -269,6 +305,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "x1": x1, "x2": x2, "x3": x3, "x4": x4, "x5": x5, "x6": x6, "x7": x7,
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
+            "convergence": convergence,
         });
         std::fs::write(&path, serde_json::to_string_pretty(&json)?)?;
         println!("wrote {path}");

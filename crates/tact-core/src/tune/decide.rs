@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::samples::Summary;
+use crate::stats::normal_quantile;
 
 /// Outcome of one evaluation of the test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +62,13 @@ pub fn n2_hat(sd2: f64, mu_y: f64, lo: f64, hi: f64, z: f64) -> f64 {
     } else {
         f64::INFINITY
     }
+}
+
+/// Fast mode's Z at look k (k = 0, 1, …): Φ⁻¹(1 − α/2^(k+1)). Looking at the data again and
+/// again with the same Z would compound the error: every look at a zone edge risks α. Spending
+/// α/2, α/4, … keeps the sum over all looks below α (a union bound), whatever their number.
+pub fn look_z(alpha: f64, k: u32) -> f64 {
+    normal_quantile(1.0 - alpha * 0.5f64.powi(k.min(60) as i32 + 1)).unwrap_or(f64::INFINITY)
 }
 
 /// The test of C₂ against C₁ for gain q. Pending until C₂ has `n_star` batches; `forced` (a

@@ -30,4 +30,4 @@ pub use params::{check_friendly, Friendly, ParamError, TuneParams, TABLE_1, TABL
 pub use policy::{Event, Load, Phase, Policy, Reason, Transition};
 pub use samples::{SampleSet, Summary};
 pub use select::{policy_from_spec, SpecError, POLICY_NAMES};
-pub use tcc::{Status, Tcc};
+pub use tcc::{Decision, Status, Tcc};

@@ -70,6 +70,11 @@ pub const TABLE_1: [(f64, f64, f64); 9] = [
     (50.0, 31.0, 63.0),
 ];
 
+/// Slow start's add step p = 100% and gain q = 68%: the smallest q on a 1% grid that condition
+/// (1) allows for p = 100% (φ(1) = 66.7%). No w goes with them: slow start runs only in a first
+/// cycle, which starts without the cut.
+pub const SLOW_START: (f64, f64) = (1.0, 0.68);
+
 /// Every parameter of the controller. Durations are busy time (time the pool was saturated,
 /// spec §2.2), not wall time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +130,17 @@ pub struct TuneParams {
     /// Whether the Remove state runs (off: Max goes straight to Steady; used by the friendliness
     /// analysis, which ignores it).
     pub remove: bool,
+    /// Slow start (beyond the paper): a cold first cycle adds with [`SLOW_START`]'s p and q until
+    /// its first failed step, then returns to the last good count and goes on with p and q.
+    pub slow_start: bool,
+    /// Fast mode (beyond the paper): decide as soon as the sequential test (17) holds on both
+    /// configurations' samples so far, instead of first giving C₁ the worst-case n̂₁ (23).
+    /// `docs/tune.md`, "Faster convergence", has the design.
+    pub fast: bool,
+    /// Warm start: the steady count an earlier run of the same workload reached (the host keeps
+    /// it per workload key, from [`crate::tune::Status::steady_count`]). The first cycle is
+    /// then a normal one from that count (Base at its cut, no slow start); `n_init` is unused.
+    pub warm: Option<usize>,
     /// Accept (p, q, w) that break condition (1) or (2) of Theorem 1.
     pub allow_unfriendly: bool,
     /// A configuration holding this many raw samples counts as at its dwell cap (bounds memory
@@ -163,6 +179,9 @@ impl Default for TuneParams {
             n_min: 1,
             n_max: 1024,
             remove: true,
+            slow_start: true,
+            fast: true,
+            warm: None,
             allow_unfriendly: false,
             max_samples: 1 << 20,
             trace_capacity: 1024,
@@ -172,12 +191,16 @@ impl Default for TuneParams {
 }
 
 impl TuneParams {
-    /// The paper's reproduction setting: defaults with a fixed 50 s steady state and no jitter.
+    /// The paper's reproduction setting: defaults with a fixed 50 s steady state, no jitter, and
+    /// none of the extensions beyond the paper (slow start, fast mode, warm start).
     pub fn paper() -> Self {
         TuneParams {
             steady_min: Duration::from_secs(50),
             steady_max: Duration::from_secs(50),
             steady_jitter: 0.0,
+            slow_start: false,
+            fast: false,
+            warm: None,
             ..TuneParams::default()
         }
     }
@@ -194,7 +217,12 @@ impl TuneParams {
 
     /// up(n) = min(n_max, max(n+1, ⌈n(1+p)⌉)): the count after an add step.
     pub fn add_step(&self, n: usize) -> usize {
-        let grown = (n as f64 * (1.0 + self.p) - 1e-9).ceil() as usize;
+        self.grow(n, self.p)
+    }
+
+    /// The count after an add step of `p` (slow start's is [`SLOW_START`]'s).
+    pub fn grow(&self, n: usize, p: f64) -> usize {
+        let grown = (n as f64 * (1.0 + p) - 1e-9).ceil() as usize;
         grown.max(n + 1).min(self.n_max)
     }
 
@@ -215,8 +243,7 @@ impl TuneParams {
     /// for the step actually taken (1 → 2 workers needs 67% at the defaults). A step cut short
     /// by n_max needs proportionally less.
     pub fn q_eff(&self, from: usize, to: usize) -> f64 {
-        let step = to as f64 / from.max(1) as f64 - 1.0;
-        self.q * phi(step) / phi(self.p)
+        q_scaled(from, to, self.p, self.q)
     }
 
     /// Checks every field; (p, q, w) also against Theorem 1 unless `allow_unfriendly`.
@@ -345,6 +372,15 @@ impl TuneParams {
                 why: "must lie in [n_min, n_max]",
             });
         }
+        if let Some(warm) = self.warm {
+            if !(self.n_min..=self.n_max).contains(&warm) {
+                return Err(ParamError::Range {
+                    field: "warm",
+                    value: warm as f64,
+                    why: "must lie in [n_min, n_max]",
+                });
+            }
+        }
         count(
             "max_samples",
             self.max_samples as u64,
@@ -373,6 +409,13 @@ impl TuneParams {
             check_friendly(self.p, self.q, self.w)
         }
     }
+}
+
+/// The gain a step from `from` to `to` workers must deliver when the nominal step is p with gain
+/// q: q·φ(to/from − 1)/φ(p) (see [`TuneParams::q_eff`]).
+pub fn q_scaled(from: usize, to: usize, p: f64, q: f64) -> f64 {
+    let step = to as f64 / from.max(1) as f64 - 1.0;
+    q * phi(step) / phi(p)
 }
 
 /// Why parameters were refused.

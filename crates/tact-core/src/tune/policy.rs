@@ -141,6 +141,9 @@ pub enum Reason {
     GuardStalled,
     /// The count reached n_max while adding.
     Ceiling,
+    /// Slow start's first failed step: back to the last good count and one normal add step
+    /// from it (beyond the paper).
+    Overshoot,
     /// Max has its extra samples: remove.
     MaxDone,
     /// The removal kept throughput at or above (1 − δ) × best: remove again.

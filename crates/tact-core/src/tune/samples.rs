@@ -43,7 +43,7 @@ struct Batch {
 }
 
 /// The statistics a decision reads: the batch means' count, mean and variance (seconds).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Summary {
     pub batches: u32,
     pub mean: f64,
@@ -61,6 +61,30 @@ impl Summary {
             1.0 / self.mean
         } else {
             f64::INFINITY
+        }
+    }
+
+    /// The statistics of both sets of batch means together (the pooled mean and variance), as
+    /// if they had been one set. Fast mode measures a configuration in several visits, each
+    /// with its own sample set (trimmed on its own), and decides on their union.
+    pub fn merge(&self, other: &Summary) -> Summary {
+        if self.batches == 0 {
+            return *other;
+        }
+        if other.batches == 0 {
+            return *self;
+        }
+        let (na, nb) = (f64::from(self.batches), f64::from(other.batches));
+        let n = na + nb;
+        let mean = self.mean + (other.mean - self.mean) * nb / n;
+        // Sums of squared deviations add, plus the spread between the two means (Chan et al.).
+        let ss = self.var * (na - 1.0)
+            + other.var * (nb - 1.0)
+            + (other.mean - self.mean).powi(2) * na * nb / n;
+        Summary {
+            batches: self.batches + other.batches,
+            mean,
+            var: (ss / (n - 1.0)).max(0.0),
         }
     }
 }
@@ -411,6 +435,25 @@ mod tests {
         let got = set.summary();
         assert_eq!(got.batches, want.batches);
         assert!((got.mean - want.mean).abs() < 1e-12);
+    }
+
+    #[test]
+    fn merged_summaries_equal_one_set() {
+        let mut seed = 11;
+        let xs: Vec<f64> = (0..800).map(|_| lcg(&mut seed)).collect();
+        let (a, b) = xs.split_at(320);
+        let stats = |xs: &[f64]| {
+            let mut set = SampleSet::new(1, 0.0);
+            xs.iter().for_each(|&x| set.push(x));
+            set.summary()
+        };
+        let (whole, merged) = (stats(&xs), stats(a).merge(&stats(b)));
+        assert_eq!(merged.batches, whole.batches);
+        assert!((merged.mean - whole.mean).abs() < 1e-12);
+        assert!((merged.var - whole.var).abs() < 1e-12);
+        let empty = SampleSet::new(1, 0.0).summary();
+        assert_eq!(empty.merge(&whole), whole);
+        assert_eq!(whole.merge(&empty), whole);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Policies by name, for hosts (pools, `tact tune`, the Python executor, benchmarks) that let the
-//! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `static:8` (or `fixed:8`),
+//! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `tcc:fast=false,warm=12`,
+//! `static:8` (or `fixed:8`),
 //! `aimd`, `vegas`, `gradient2`, `envoy`.
 
 use std::str::FromStr;
@@ -50,6 +51,9 @@ const TCC_KEYS: &[&str] = &[
     "shift_hard",
     "n_min",
     "remove",
+    "slow_start",
+    "fast",
+    "warm",
     "allow_unfriendly",
     "max_samples",
     "trace_capacity",
@@ -211,6 +215,16 @@ fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), 
         "shift_hard" => num(value).map(|v| p.shift_hard = v),
         "n_min" => num(value).map(|v| p.n_min = v),
         "remove" => num(value).map(|v| p.remove = v),
+        "slow_start" => num(value).map(|v| p.slow_start = v),
+        "fast" => num(value).map(|v| p.fast = v),
+        // A count, or "none" for a cold start.
+        "warm" => match value {
+            "none" => {
+                p.warm = None;
+                Ok(())
+            }
+            _ => num(value).map(|v| p.warm = Some(v)),
+        },
         "allow_unfriendly" => num(value).map(|v| p.allow_unfriendly = v),
         "max_samples" => num(value).map(|v| p.max_samples = v),
         "trace_capacity" => num(value).map(|v| p.trace_capacity = v),
@@ -234,7 +248,7 @@ mod tests {
         for key in TCC_KEYS {
             let value = match *key {
                 "dwell" | "max_dwell" | "steady_min" | "steady_max" => "1s",
-                "remove" | "allow_unfriendly" => "true",
+                "remove" | "allow_unfriendly" | "slow_start" | "fast" => "true",
                 _ => "1",
             };
             let mut params = TuneParams::default();

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::decide::{n1_hat, verdict, Outcome};
-use super::params::{ParamError, TuneParams};
+use super::decide::{look_z, n1_hat, verdict, Outcome};
+use super::params::{q_scaled, ParamError, TuneParams, SLOW_START};
 use super::policy::{Event, Load, Phase, Policy, Reason, Transition};
 use super::samples::{SampleSet, Summary};
 use crate::stats::normal_quantile;
@@ -29,6 +29,63 @@ enum Settle {
     /// Then this many more.
     Skip(usize),
     Done,
+}
+
+/// Fast mode's progress through one comparison (C₂ against C₁; spec §6 item 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Comparison {
+    /// C₂'s statistics and busy time from its earlier visits (the current one is `cur`).
+    cand: Summary,
+    cand_busy: Duration,
+    cand_nstar: Option<Duration>,
+    /// Busy time spent running C₁ again: the dwell cap bounds the whole comparison.
+    c1_busy: Duration,
+    /// The look the test is at: k = 0 at C₂'s n* batches, then every doubling of n₁ + n₂.
+    look: u32,
+    look_at: u32,
+    /// C₂'s count, to return to after a revisit.
+    cand_n: usize,
+    /// Some(t) while the pool runs C₁'s count again to bring C₁ to t batches.
+    revisit: Option<u32>,
+}
+
+impl Comparison {
+    fn new() -> Self {
+        Comparison {
+            cand: Summary::default(),
+            cand_busy: Duration::ZERO,
+            cand_nstar: None,
+            c1_busy: Duration::ZERO,
+            look: 0,
+            look_at: 0,
+            cand_n: 0,
+            revisit: None,
+        }
+    }
+}
+
+/// One verdict of the test and what it cost, for telemetry and for measuring the controller
+/// against the truth in the simulator.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub at: Duration,
+    pub busy: Duration,
+    pub cycle: u64,
+    /// Add (C₁ is the count before the step) or Remove (C₁ is the cycle's best).
+    pub phase: Phase,
+    pub reason: Reason,
+    /// Counts of C₁ and C₂.
+    pub c1: usize,
+    pub c2: usize,
+    /// The gain tested (q_eff of the step; −δ for removals).
+    pub q: f64,
+    /// Whether C₂ was judged better (a thrashing-guard trip is "not better").
+    pub better: bool,
+    pub forced: bool,
+    /// Samples measured since the previous decision (both configurations, revisits
+    /// included), and the batch size b they were grouped by.
+    pub samples: u64,
+    pub batch_size: usize,
 }
 
 /// What a host or a CLI can show about the controller.
@@ -54,8 +111,15 @@ pub struct Status {
     pub forced_decisions: u64,
     /// Events whose time was earlier than the one before (treated as simultaneous).
     pub clock_regressions: u64,
-    /// Transitions dropped from a full trace buffer.
+    /// Transitions and decisions dropped from full trace buffers.
     pub trace_dropped: u64,
+    /// The count of the last entry into Steady: what a host keeps per workload key to warm-start
+    /// the next run (`TuneParams::warm`).
+    pub steady_count: Option<usize>,
+    /// Slow start is in force (a cold first cycle before its first failed step).
+    pub slow_start: bool,
+    /// Fast mode is measuring C₁ again (the target is C₁'s count for now).
+    pub revisiting: bool,
 }
 
 /// Throughput-guided concurrency control.
@@ -85,6 +149,9 @@ pub struct Tcc {
     autocorr_next: u32,
     reference: Option<Config>,
     best: Option<Config>,
+    /// Slow start in force.
+    slow: bool,
+    cmp: Comparison,
 
     // Steady state.
     steady_ref: Option<Summary>,
@@ -95,17 +162,24 @@ pub struct Tcc {
 
     trace: VecDeque<Transition>,
     trace_dropped: u64,
+    decisions: VecDeque<Decision>,
+    /// Samples measured since the last decision.
+    explored: u64,
+    steady_count: Option<usize>,
     forced: u64,
     clock_regressions: u64,
 }
 
 impl Tcc {
-    /// A controller in the first cycle's Base state at `n_init` (no cut), after validating the
-    /// parameters.
+    /// A controller in the first cycle's Base state, after validating the parameters: at
+    /// `n_init` without the cut, or with `warm` at that count's cut.
     pub fn new(params: TuneParams) -> Result<Self, ParamError> {
         params.validate()?;
         let z = normal_quantile(1.0 - params.alpha).expect("alpha validated in (0, 0.5)");
-        let n = params.n_init;
+        let n = match params.warm {
+            Some(warm) => params.base_count(warm),
+            None => params.n_init,
+        };
         let b = batch_for(&params, n);
         Ok(Tcc {
             z,
@@ -126,6 +200,8 @@ impl Tcc {
             autocorr_next: params.n_star,
             reference: None,
             best: None,
+            slow: params.slow_start && params.warm.is_none(),
+            cmp: Comparison::new(),
             steady_ref: None,
             strikes: 0,
             steady_timeout: params.steady_max,
@@ -133,6 +209,9 @@ impl Tcc {
             rng: params.seed,
             trace: VecDeque::new(),
             trace_dropped: 0,
+            decisions: VecDeque::new(),
+            explored: 0,
+            steady_count: None,
             forced: 0,
             clock_regressions: 0,
             params,
@@ -179,7 +258,15 @@ impl Tcc {
             forced_decisions: self.forced,
             clock_regressions: self.clock_regressions,
             trace_dropped: self.trace_dropped,
+            steady_count: self.steady_count,
+            slow_start: self.slow,
+            revisiting: self.cmp.revisit.is_some(),
         }
+    }
+
+    /// The verdicts since the last call, oldest first (bounded like the trace).
+    pub fn drain_decisions(&mut self) -> Vec<Decision> {
+        self.decisions.drain(..).collect()
     }
 
     fn handle(&mut self, event: Event) {
@@ -204,6 +291,9 @@ impl Tcc {
                     Settle::Done => {
                         self.cur.push(x);
                         sampled = true;
+                        if self.phase != Phase::Steady {
+                            self.explored += 1;
+                        }
                         if self.to_nstar.is_none()
                             && self.cur.summary().batches >= self.params.n_star
                         {
@@ -246,19 +336,37 @@ impl Tcc {
         self.busy - self.config_start
     }
 
+    /// Busy time of the configuration being judged: its earlier visits (fast mode) and this one.
+    fn judged_busy(&self) -> Duration {
+        self.cmp.cand_busy + self.here()
+    }
+
+    /// The statistics of the configuration being judged: earlier visits merged with this one.
+    fn judged(&self) -> Summary {
+        self.cmp.cand.merge(&self.cur.summary())
+    }
+
     fn at_cap(&self, cap: Duration) -> bool {
-        self.here() >= cap || self.cur.len() >= self.params.max_samples
+        self.judged_busy() + self.cmp.c1_busy >= cap || self.cur.len() >= self.params.max_samples
     }
 
     fn config(&self) -> Config {
         Config {
             n: self.target,
-            s: self.cur.summary(),
-            to_nstar: self.to_nstar.unwrap_or(self.here()),
+            s: self.judged(),
+            to_nstar: self
+                .cmp
+                .cand_nstar
+                .or(self.to_nstar)
+                .unwrap_or(self.judged_busy()),
         }
     }
 
     fn keep_best(&mut self, c: Config) {
+        if c.s.batches < 2 {
+            // Too few batches to judge anything by (a count the thrashing guard left early).
+            return;
+        }
         match self.best {
             Some(b) if c.s.throughput() <= b.s.throughput() => {}
             _ => self.best = Some(c),
@@ -269,6 +377,25 @@ impl Tcc {
     fn n1(&self, s: &Summary, q: f64) -> f64 {
         let n = n1_hat(s.sd(), s.mean, q, self.params.beta, self.z);
         n.max(f64::from(self.params.n_star))
+    }
+
+    /// The count after an add step from `n`: slow start's step while it is in force.
+    fn up(&self, n: usize) -> usize {
+        if self.slow {
+            self.params.grow(n, SLOW_START.0)
+        } else {
+            self.params.add_step(n)
+        }
+    }
+
+    /// The gain the add step from `from` to `to` must deliver, for the step size in force.
+    fn step_q(&self, from: usize, to: usize) -> f64 {
+        let (p, q) = if self.slow {
+            SLOW_START
+        } else {
+            (self.params.p, self.params.q)
+        };
+        q_scaled(from, to, p, q)
     }
 
     fn step(&mut self, at: Duration) {
@@ -303,16 +430,17 @@ impl Tcc {
                 self.autocorr_next = s.batches.saturating_mul(2);
             }
         }
-        let p = &self.params;
         let n = self.target;
-        let up = p.add_step(n);
-        let need = if up == n {
-            f64::from(p.n_star)
+        let up = self.up(n);
+        // Fast mode gives C₁ only n* batches here: the comparison measures it again if the
+        // test needs more.
+        let need = if up == n || self.params.fast {
+            f64::from(self.params.n_star)
         } else {
-            self.n1(&s, p.q_eff(n, up))
+            self.n1(&s, self.step_q(n, up))
         };
         let ready = f64::from(s.batches) >= need;
-        let forced = !ready && self.at_cap(p.dwell) && s.batches >= 2;
+        let forced = !ready && self.at_cap(self.params.dwell) && s.batches >= 2;
         if !(ready || forced) {
             return;
         }
@@ -328,47 +456,82 @@ impl Tcc {
     }
 
     fn step_add(&mut self, at: Duration) {
-        let p = self.params.clone();
+        if self.cmp.revisit.is_some() {
+            return self.step_revisit();
+        }
+        let p = &self.params;
+        let (n_star, dwell, fast) = (p.n_star, p.dwell, p.fast);
         let r = self.reference.expect("Add always has a reference");
-        let s = self.cur.summary();
+        let s = self.judged();
         // The thrashing guard's early trips (spec §2.3); the second runs during settling too,
         // since a thrashing count may not even finish settling.
         if s.batches >= 5 && s.throughput() < 0.5 * r.s.throughput() {
-            return self.revoke(at, Reason::GuardSlow);
+            return self.fail_add(at, Reason::GuardSlow, false);
         }
-        if self.here() > r.to_nstar * 4 && s.batches < p.n_star / 2 {
-            return self.revoke(at, Reason::GuardStalled);
+        if self.judged_busy() > r.to_nstar * 4 && s.batches < n_star / 2 {
+            return self.fail_add(at, Reason::GuardStalled, false);
         }
         if self.settle != Settle::Done {
             return;
         }
-        let forced = self.at_cap(p.dwell);
-        let q = p.q_eff(self.prev, self.target);
-        match verdict(&r.s, &s, q, p.beta, self.z, p.n_star, forced) {
-            Outcome::Pending => {}
+        let forced = self.at_cap(dwell);
+        let q = self.step_q(self.prev, self.target);
+        match self.test(&r.s, &s, q, forced) {
+            Outcome::Pending => self.next_look(r.s, s, r.n),
             Outcome::Better => {
                 let c = self.config();
                 self.keep_best(c);
                 let n = self.target;
-                let up = p.add_step(n);
+                let up = self.up(n);
                 if up == n {
                     self.forced += u64::from(forced);
+                    self.decided(at, r.n, q, true, Reason::Ceiling, forced);
                     self.enter(at, Phase::Max, Reason::Ceiling, forced);
-                } else if f64::from(s.batches) >= self.n1(&s, p.q_eff(n, up)) || forced {
+                } else if fast || forced || f64::from(s.batches) >= self.n1(&s, self.step_q(n, up))
+                {
                     self.forced += u64::from(forced);
                     self.reference = Some(c);
+                    self.decided(at, r.n, q, true, Reason::Better, forced);
                     self.go(at, Phase::Add, up, n, Reason::Better, forced);
                 }
-                // Otherwise keep measuring this count until it can serve as C₁.
+                // Otherwise keep measuring this count until it can serve as C₁ (paper mode).
             }
             Outcome::NotBetter => {
                 self.forced += u64::from(forced);
-                if s.throughput() < r.s.throughput() {
-                    self.revoke(at, Reason::Decline);
+                let reason = if s.throughput() < r.s.throughput() {
+                    Reason::Decline
                 } else {
-                    self.enter(at, Phase::Max, Reason::Flat, forced);
-                }
+                    Reason::Flat
+                };
+                self.fail_add(at, reason, forced);
             }
+        }
+    }
+
+    /// An add step failed: no gain of q (`Flat`), a decline, or a thrashing-guard trip.
+    fn fail_add(&mut self, at: Duration, reason: Reason, forced: bool) {
+        let r = self.reference.expect("Add always has a reference");
+        let q = self.step_q(self.prev, self.target);
+        self.decided(at, r.n, q, false, reason, forced);
+        let back = self.prev;
+        if self.slow {
+            // Slow start ends at its first failed step.
+            self.slow = false;
+            let up = self.params.add_step(back);
+            if up < self.target {
+                // It overshot: return to the last good count (C₁, whose samples stay the
+                // reference) and go on with normal steps from there. The overshot count does
+                // not compete for the cycle's best: removals would compare against (and
+                // revisit) a count the cycle never holds.
+                return self.go(at, Phase::Add, up, back, Reason::Overshoot, forced);
+            }
+            // A normal step would be no smaller than the one that failed (1 → 2 workers): the
+            // paper's rule applies as it stands.
+        }
+        if reason == Reason::Flat {
+            self.enter(at, Phase::Max, Reason::Flat, forced);
+        } else {
+            self.revoke(at, reason);
         }
     }
 
@@ -385,13 +548,99 @@ impl Tcc {
         }
     }
 
+    /// The test of C₂ against C₁ for gain `q`: in paper mode after every batch with Z; in fast
+    /// mode only at its looks, with that look's Z (see [`look_z`]). A forced test decides from
+    /// the point estimate.
+    fn test(&self, c1: &Summary, c2: &Summary, q: f64, forced: bool) -> Outcome {
+        let p = &self.params;
+        if !p.fast {
+            return verdict(c1, c2, q, p.beta, self.z, p.n_star, forced);
+        }
+        if !(forced || self.look_due(c1, c2)) {
+            return Outcome::Pending;
+        }
+        let z = look_z(p.alpha, self.cmp.look);
+        verdict(c1, c2, q, p.beta, z, p.n_star, forced)
+    }
+
+    fn look_due(&self, c1: &Summary, c2: &Summary) -> bool {
+        c2.batches >= self.params.n_star && c1.batches + c2.batches >= self.cmp.look_at
+    }
+
+    /// Fast mode, after a look without a verdict: the next look comes when n₁ + n₂ has doubled,
+    /// split as (21) does, n₁/n₂ = σ₁/σ₂ (the split that minimises n₁ + n₂ for a given σ_y).
+    /// If C₁ is short of its part, the pool runs C₁'s count again first (interleaving).
+    fn next_look(&mut self, c1: Summary, c2: Summary, c1_n: usize) {
+        if !self.params.fast || !self.look_due(&c1, &c2) {
+            return;
+        }
+        let total = c1.batches + c2.batches;
+        self.cmp.look += 1;
+        self.cmp.look_at = total.saturating_mul(2);
+        let (a, b) = (c1.sd(), c2.sd());
+        let share = if a + b > 0.0 { a / (a + b) } else { 0.5 };
+        let want = (f64::from(self.cmp.look_at) * share).ceil() as u32;
+        if want > c1.batches && c1_n != self.target {
+            self.cmp.cand = c2;
+            self.cmp.cand_busy = self.judged_busy();
+            self.cmp.cand_nstar = self.cmp.cand_nstar.or(self.to_nstar);
+            self.cmp.cand_n = self.target;
+            self.cmp.revisit = Some(want);
+            self.switch(c1_n);
+        }
+    }
+
+    /// C₁ of the comparison under way: the count before the add, or the cycle's best.
+    fn c1(&self) -> Config {
+        match self.phase {
+            Phase::Remove => self.best.expect("Remove always has a best"),
+            _ => self.reference.expect("Add always has a reference"),
+        }
+    }
+
+    /// Fast mode, running C₁'s count again: when C₁ has the batches the next look wants (or
+    /// this visit reaches a dwell cap), its statistics take in this visit's and the pool goes
+    /// back to C₂'s count, whose samples were kept.
+    fn step_revisit(&mut self) {
+        let Some(want) = self.cmp.revisit else {
+            return;
+        };
+        let spent = self.cmp.cand_busy + self.cmp.c1_busy + self.here();
+        let capped = spent >= self.params.dwell || self.cur.len() >= self.params.max_samples;
+        if self.settle != Settle::Done && !capped {
+            return;
+        }
+        let c1 = self.c1();
+        let merged = c1.s.merge(&self.cur.summary());
+        if merged.batches < want && !capped {
+            return;
+        }
+        // The cycle's best and the reference are the same configuration when their counts are.
+        for c in [&mut self.reference, &mut self.best].into_iter().flatten() {
+            if c.n == c1.n {
+                c.s = merged;
+            }
+        }
+        self.cmp.revisit = None;
+        self.cmp.c1_busy += self.here();
+        let back = self.cmp.cand_n;
+        self.switch(back);
+    }
+
     fn step_max(&mut self, at: Duration) {
         if self.settle != Settle::Done {
             return;
         }
         let p = &self.params;
         let s = self.cur.summary();
-        let need = n1_hat(s.sd(), s.mean, -p.delta, p.beta, self.z).max(2.0 * f64::from(p.n_star));
+        // Fast mode: the removals measure the best again when their test needs it, so Max
+        // needs only the floor.
+        let floor = 2.0 * f64::from(p.n_star);
+        let need = if p.fast {
+            floor
+        } else {
+            n1_hat(s.sd(), s.mean, -p.delta, p.beta, self.z).max(floor)
+        };
         let ready = f64::from(s.batches) >= need;
         let forced = !ready && self.at_cap(p.max_dwell) && s.batches >= 2;
         if !(ready || forced) {
@@ -410,29 +659,36 @@ impl Tcc {
     }
 
     fn step_remove(&mut self, at: Duration) {
+        if self.cmp.revisit.is_some() {
+            return self.step_revisit();
+        }
         if self.settle != Settle::Done {
             return;
         }
-        let p = &self.params;
+        let (dwell, delta, n_min) = (self.params.dwell, self.params.delta, self.params.n_min);
         let best = self.best.expect("Remove always has a best");
-        let s = self.cur.summary();
-        let forced = self.at_cap(p.dwell);
-        match verdict(&best.s, &s, -p.delta, p.beta, self.z, p.n_star, forced) {
-            Outcome::Pending => {}
+        let s = self.judged();
+        let forced = self.at_cap(dwell);
+        let q = -delta;
+        match self.test(&best.s, &s, q, forced) {
+            Outcome::Pending => self.next_look(best.s, s, best.n),
             Outcome::Better => {
                 self.forced += u64::from(forced);
                 let c = self.config();
                 self.keep_best(c);
                 let n = self.target;
-                if n <= self.params.n_min {
+                if n <= n_min {
+                    self.decided(at, best.n, q, true, Reason::Floor, forced);
                     self.go_steady(at, n, Reason::Floor, forced);
                 } else {
+                    self.decided(at, best.n, q, true, Reason::Kept, forced);
                     let down = self.params.remove_step(n);
                     self.go(at, Phase::Remove, down, n, Reason::Kept, forced);
                 }
             }
             Outcome::NotBetter => {
                 self.forced += u64::from(forced);
+                self.decided(at, best.n, q, false, Reason::Lost, forced);
                 self.go_steady(at, self.prev, Reason::Lost, forced);
             }
         }
@@ -465,6 +721,7 @@ impl Tcc {
     fn begin_cycle(&mut self, at: Duration, reason: Reason) {
         self.cycle += 1;
         self.cycle_start = self.busy;
+        self.slow = false;
         let base = self.params.base_count(self.target);
         self.b = batch_for(&self.params, base);
         self.autocorr_next = self.params.n_star;
@@ -484,8 +741,10 @@ impl Tcc {
         self.steady_timeout = Duration::from_secs_f64(t * jitter);
         self.steady_ref = None;
         self.strikes = 0;
+        self.slow = false;
         let prev = self.target;
         self.go(at, Phase::Steady, n, prev, reason, forced);
+        self.steady_count = Some(self.target);
     }
 
     /// Changes state and count: a new configuration starts measuring after settling. `prev` is
@@ -502,6 +761,12 @@ impl Tcc {
         self.record(at, phase, n, reason, forced);
         self.phase = phase;
         self.prev = prev;
+        self.cmp = Comparison::new();
+        self.switch(n);
+    }
+
+    /// Changes the count and starts measuring it afresh after settling, state unchanged.
+    fn switch(&mut self, n: usize) {
         self.target = n.clamp(self.params.n_min, self.params.n_max);
         self.cur = SampleSet::new(self.b, self.params.trim);
         self.config_start = self.busy;
@@ -514,6 +779,38 @@ impl Tcc {
     fn enter(&mut self, at: Duration, phase: Phase, reason: Reason, forced: bool) {
         self.record(at, phase, self.target, reason, forced);
         self.phase = phase;
+    }
+
+    /// Records a verdict on C₂ (the count being judged) against the count `c1`.
+    fn decided(
+        &mut self,
+        at: Duration,
+        c1: usize,
+        q: f64,
+        better: bool,
+        reason: Reason,
+        forced: bool,
+    ) {
+        let d = Decision {
+            at,
+            busy: self.busy,
+            cycle: self.cycle,
+            phase: self.phase,
+            reason,
+            c1,
+            c2: self.target,
+            q,
+            better,
+            forced,
+            samples: self.explored,
+            batch_size: self.b,
+        };
+        self.explored = 0;
+        self.decisions.push_back(d);
+        while self.decisions.len() > self.params.trace_capacity {
+            self.decisions.pop_front();
+            self.trace_dropped += 1;
+        }
     }
 
     fn record(&mut self, at: Duration, to: Phase, n: usize, reason: Reason, forced: bool) {

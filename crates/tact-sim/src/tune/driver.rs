@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tact_core::tune::{Event, Load, Phase, Policy, Status, Tcc, Transition, TuneParams};
+use tact_core::tune::{Decision, Event, Load, Phase, Policy, Status, Tcc, Transition, TuneParams};
 
 use super::model::{Operating, ThroughputModel};
 use crate::rng::SimRng;
@@ -135,6 +135,8 @@ pub struct PoolRun {
     /// The target over time: the initial one at the pool's start, then every change.
     pub targets: Vec<(Duration, usize)>,
     pub transitions: Vec<Transition>,
+    /// Every verdict of the test, with the counts it compared and the samples it cost.
+    pub decisions: Vec<Decision>,
     pub completions: u64,
     pub status: Status,
 }
@@ -418,6 +420,7 @@ pub fn run(sc: &Scenario) -> Run {
                 p.next = next_completion(p, op.rates[i], now, sc, &mut stall_rng);
             }
             p.run.transitions.extend(p.tcc.drain_trace());
+            p.run.decisions.extend(p.tcc.drain_decisions());
         }
         track(&mut segments, at, model_idx, &pools, &op);
         if let Some(k) = sc.stop_after_steady {
@@ -444,6 +447,7 @@ pub fn run(sc: &Scenario) -> Run {
             .into_iter()
             .map(|mut p| {
                 p.run.transitions.extend(p.tcc.drain_trace());
+                p.run.decisions.extend(p.tcc.drain_decisions());
                 p.run.status = p.tcc.status();
                 p.run
             })
@@ -466,6 +470,7 @@ fn new_pool(tcc: Tcc, spec: &PoolSpec, i: usize, seed: u64) -> Pool {
         run: PoolRun {
             targets: Vec::new(),
             transitions: Vec::new(),
+            decisions: Vec::new(),
             completions: 0,
             status,
         },

@@ -10,8 +10,10 @@
 //! - [`claims`]: the paper's analysis (Figure 5, equation 6, Theorem 1) as functions, shared by
 //!   the tests and `examples/tune_claims.rs`.
 //! - [`experiments`]: the spec's experiments X1–X7 as oracle models, with their pass criteria.
+//! - [`convergence`]: slow start, fast mode and warm start against paper mode (spec §6, item 1).
 
 pub mod claims;
+pub mod convergence;
 pub mod driver;
 pub mod experiments;
 pub mod model;
