@@ -29,11 +29,30 @@ The package also tunes concurrency (the TCC controller, Tang et al.): :class:`Ad
 (a ``concurrent.futures`` executor), :class:`AdaptiveSemaphore` (asyncio) and
 ``tact.dask.AdaptiveSubmitter`` run as many tasks at once as give the best throughput without
 saturating a bottleneck; :class:`Controller` is the controller itself.
+
+A program that issues its own background I/O can instead ask an :class:`IdleGate` before each
+request (Eggert's idletime scheduling): ``with gate:`` waits until the foreground has left the
+disk or network interface idle for a full preemption interval, so background requests never
+queue in front of foreground ones::
+
+    gate = tact.IdleGate(device="/var/lib/backup", preempt="50ms")
+    with gate:
+        n = os.preadv(fd, [buf], offset)   # one background request (O_DIRECT)
+        gate.done(n)                       # its own bytes are not foreground
 """
 
-from typing import Literal, Optional, TypedDict
+from typing import Dict, Literal, Optional, TypedDict
 
-from ._tact import Controller, Regulator, configure, flush, set_priority, stats, testpoint
+from ._tact import (
+    Controller,
+    IdleGate,
+    Regulator,
+    configure,
+    flush,
+    set_priority,
+    stats,
+    testpoint,
+)
 from .tune import AdaptiveExecutor, AdaptiveSemaphore, ControllerStatus, Transition
 
 __all__ = [
@@ -41,6 +60,9 @@ __all__ = [
     "AdaptiveSemaphore",
     "Controller",
     "ControllerStatus",
+    "IdleCounters",
+    "IdleGate",
+    "IdleStatus",
     "Regulator",
     "Stats",
     "configure",
@@ -74,3 +96,45 @@ class Stats(TypedDict):
     #: ``last == "suspend"``).
     last: Optional[Literal["run", "indeterminate", "suspend"]]
     last_suspension: float
+
+
+class IdleCounters(TypedDict):
+    """The idle gate's event counters (tact-core's X[s][e], thesis T§7.2.2)."""
+
+    #: B[f]: foreground that arrived while a background request was in service.
+    preempted: int
+    #: P[f]: foreground that arrived inside a preemption interval.
+    shielded: int
+    #: I[f]: foreground that found the resource idle with no interval running.
+    found_idle: int
+    #: P[t]: intervals that ran out (background opportunities).
+    expired_pis: int
+    #: Every f: one per look that saw foreground.
+    fg_total: int
+    #: preempted / fg_total (0 before any foreground).
+    harm: float
+    #: The whole table: state ("idle", "fg", "bg", "pi") -> event ("f", "b", "t", "i") -> count.
+    x: Dict[str, Dict[str, int]]
+
+
+class IdleStatus(TypedDict):
+    """``IdleGate.status()``; durations in seconds."""
+
+    #: What is watched: ``"disk vda (/var/lib)"``, ``"interface eth0"``.
+    resource: str
+    state: Literal["idle", "fg", "bg", "pi"]
+    #: The current preemption interval, and what is left of a running one.
+    pi: float
+    pi_left: Optional[float]
+    #: Whether the interval is tuned automatically (``preempt="auto"``).
+    auto: bool
+    #: Whether a background request is outstanding.
+    outstanding: bool
+    #: Requests admitted; seconds spent waiting to enter, and inside the blocks.
+    acquired: int
+    waited: float
+    busy: float
+    #: Bytes reported with done(), and foreground bytes seen.
+    own_bytes: int
+    fg_bytes: int
+    counters: IdleCounters

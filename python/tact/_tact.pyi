@@ -5,7 +5,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, List, Optional, Type, Union
 
-from . import Stats
+from . import IdleStatus, Stats
 from .tune import ControllerStatus, Transition
 
 _Duration = Union[str, float, timedelta]
@@ -86,3 +86,34 @@ class Controller:
     def target(self) -> int: ...
     def status(self) -> ControllerStatus: ...
     def drain_trace(self) -> List[Transition]: ...
+
+class IdleGate:
+    """A cooperative idle gate for one disk (``device``: a kernel name such as ``"sda"``, a
+    /dev path, or any path, meaning the disk under its mount) or network ``interface``: enter
+    ``with gate:`` before each background request, one request per block, and report its bytes
+    with ``done(nbytes)`` inside the block. Entering waits, with the GIL released, until the
+    foreground has left the resource idle for a full preemption interval (``preempt``: ``"auto"``,
+    the default, or a duration; 0 is plain priority). Raises ValueError on an unknown device or
+    interface, a negative or malformed ``preempt``, or no resource."""
+
+    def __init__(
+        self,
+        device: Optional[Union[str, os.PathLike[str]]] = None,
+        *,
+        interface: Optional[str] = None,
+        preempt: Optional[_Duration] = None,
+        threshold: int = 4096,
+    ) -> None: ...
+    def acquire(self, timeout: Optional[_Duration] = None) -> bool:
+        """Waits for a full idle PI, then admits one background request; False on timeout."""
+    def done(self, nbytes: int = 0) -> None:
+        """The request completed, having moved ``nbytes`` (not counted as foreground). Raises
+        RuntimeError when no request is outstanding."""
+    def status(self) -> IdleStatus: ...
+    def __enter__(self) -> "IdleGate": ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...

@@ -36,6 +36,7 @@ mod coordinator;
 mod daemon;
 mod error;
 mod global;
+pub mod idle;
 mod local;
 mod polite;
 mod supervisor;

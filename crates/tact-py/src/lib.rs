@@ -8,6 +8,7 @@
 
 mod batch;
 mod convert;
+mod idle;
 mod regulator;
 mod settings;
 mod tune;
@@ -94,5 +95,6 @@ fn _tact(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(settings::configure, m)?)?;
     m.add_class::<regulator::Regulator>()?;
     m.add_class::<tune::Controller>()?;
+    m.add_class::<idle::IdleGate>()?;
     Ok(())
 }
