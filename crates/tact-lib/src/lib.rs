@@ -29,6 +29,8 @@
 //!   answers at `$TACT_SOCKET` or the default path; otherwise the process works alone.
 //! - Environment: `TACT_TESTPOINT`, `TACT_NAME`, `TACT_STATE_DIR`, `TACT_DISABLE` (see
 //!   [`Config::from_env`]).
+//! - [`tune`]: adaptive concurrency for Rust programs: a worker [`tune::Pool`] and a
+//!   [`tune::Limiter`] whose size a TCC (or baseline) policy sets.
 
 pub mod clock;
 mod config;
@@ -40,6 +42,7 @@ pub mod idle;
 mod local;
 mod polite;
 mod supervisor;
+pub mod tune;
 
 pub use config::{Config, DEFAULT_SAVE_EVERY};
 pub use coordinator::{Coordinator, CoordinatorError, ReleaseReason, UnitReport};

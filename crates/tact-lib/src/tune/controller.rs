@@ -1,0 +1,105 @@
+//! The policy as a host holds it: clock origin, clamping, and the record of targets.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use tact_core::tune::{Event, Policy, Status, Tcc, Transition};
+
+/// How many target changes a host keeps for [`Pool::targets`](super::Pool::targets); older ones
+/// are dropped first. Baselines such as AIMD move the target on most completions, so an
+/// unbounded record would grow with the run.
+pub const TARGET_HISTORY: usize = 1 << 17;
+
+/// The policy a host runs. TCC is kept by type so that hosts can show its [`Status`]; any other
+/// policy is opaque.
+pub enum Engine {
+    Tcc(Box<Tcc>),
+    Other(Box<dyn Policy + Send>),
+}
+
+impl Engine {
+    fn policy(&mut self) -> &mut dyn Policy {
+        match self {
+            Engine::Tcc(tcc) => tcc.as_mut(),
+            Engine::Other(policy) => policy.as_mut(),
+        }
+    }
+}
+
+/// One policy with the host-side rules around it: time is measured from the host's start, and
+/// whatever the policy answers is clamped to [1, max].
+pub struct Controller {
+    engine: Engine,
+    origin: Instant,
+    max: usize,
+    target: usize,
+    history: VecDeque<(Duration, usize)>,
+}
+
+impl Controller {
+    pub fn new(mut engine: Engine, max: usize) -> Self {
+        let max = max.max(1);
+        let target = engine.policy().target().clamp(1, max);
+        Controller {
+            engine,
+            origin: Instant::now(),
+            max,
+            target,
+            history: VecDeque::from([(Duration::ZERO, target)]),
+        }
+    }
+
+    /// Time since the host started. Hosts read it under the lock that orders their events, so
+    /// the policy sees a monotonic clock.
+    pub fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// Lowers the ceiling (a host that could not start a thread); the target follows.
+    pub fn cap(&mut self, max: usize, at: Duration) {
+        self.max = max.max(1);
+        if self.target > self.max {
+            self.set(self.max, at);
+        }
+    }
+
+    /// Feeds one event; true when the (clamped) target changed.
+    pub fn feed(&mut self, event: Event) -> bool {
+        let Some(asked) = self.engine.policy().on_event(event) else {
+            return false;
+        };
+        let target = asked.clamp(1, self.max);
+        if target == self.target {
+            return false;
+        }
+        self.set(target, event.at());
+        true
+    }
+
+    fn set(&mut self, target: usize, at: Duration) {
+        self.target = target;
+        if self.history.len() == TARGET_HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back((at, target));
+    }
+
+    pub fn status(&self) -> Option<Status> {
+        match &self.engine {
+            Engine::Tcc(tcc) => Some(tcc.status()),
+            Engine::Other(_) => None,
+        }
+    }
+
+    pub fn drain_trace(&mut self) -> Vec<Transition> {
+        self.engine.policy().drain_trace()
+    }
+
+    pub fn targets(&self) -> Vec<(Duration, usize)> {
+        self.history.iter().copied().collect()
+    }
+}
