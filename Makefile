@@ -3,7 +3,7 @@ CARGO ?= cargo
 VENV  := .venv
 PY    := $(VENV)/bin/python
 
-.PHONY: build test python bench bench-quick bench-library bench-share demo lint clean
+.PHONY: build test python bench bench-quick bench-library bench-share bench-tune bench-idle demo lint clean
 
 build:
 	$(CARGO) build --release -p tact
@@ -36,6 +36,8 @@ bench: build $(PY)
 	$(CARGO) run -q --release -p tact-sim --example share_claims -- bench/out/share-sim.json
 	$(MAKE) bench-share
 	$(CARGO) run -q --release -p tact-sim --example tune_claims -- bench/out/tune-sim.json
+	$(MAKE) bench-tune
+	$(MAKE) bench-idle
 
 # bench/library (see bench/library/README.md): MS Manners Figure 9 with tact-lib, two regulated
 # threads on two emulated disks (loop devices throttled by a cgroup), tact vs unregulated; then the
@@ -59,6 +61,26 @@ BENCH_SHARE ?=
 
 bench-share: build $(PY)
 	$(PY) bench/share/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/share $(BENCH_SHARE)
+
+# bench/tune (see bench/tune/README.md): TCC against every static pool size 1-64, AIMD, Vegas,
+# Gradient2 and Envoy on a service with a throughput knee (spec X1), pinned to two CPUs. No root.
+# About 24 minutes; `make bench-tune BENCH_TUNE=--quick` is a 2-minute smoke run. Waits for
+# $(BENCH_LOCK) like bench-library.
+BENCH_TUNE ?=
+
+bench-tune: $(PY)
+	$(PY) bench/tune/run.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/tune $(BENCH_TUNE)
+
+# bench/idle (see bench/idle/README.md): idletime scheduling (issue 5) on a 20 ms single-server
+# disk (a loop device over a FUSE file), a tbf 100 Mbit/s link between network namespaces and one
+# shared CPU; intensity x preemption interval for tact run --idle (fixed and auto PI) side by side
+# with no control, nice 19, ionice -c3 (BFQ) and SCHED_IDLE. Needs root (FUSE mount, loop device,
+# namespaces, tc). About 21 minutes; `make bench-idle BENCH_IDLE=--quick` is a 2.5-minute smoke
+# run, BENCH_IDLE=--full the spec's grid (about 22 hours). Waits for $(BENCH_LOCK) like bench-library.
+BENCH_IDLE ?=
+
+bench-idle: build $(PY)
+	$(PY) bench/idle/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/idle $(BENCH_IDLE)
 
 bench-quick: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick

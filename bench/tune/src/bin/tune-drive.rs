@@ -1,0 +1,302 @@
+//! tune-drive: runs one controller's `tact_lib::tune::Pool` against tune-service with endless
+//! input (the queue never runs dry). Each task spins the front's own Pareto service time in
+//! thread CPU time, then makes one request to the service over its worker's kept-alive
+//! connection. Records every completion, the target history, TCC's transitions and, every
+//! sampling period, the service's and its own CPU time; prints a one-line summary and writes
+//! everything as JSON (`--json`).
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use tact_bench_tune::cputime::{process_cpu, spin};
+use tact_bench_tune::pareto::{Pareto, SHAPE};
+use tact_bench_tune::protocol::Client;
+use tact_bench_tune::summary::{
+    first_steady, period, steady_intervals, Completion, History, Period, Sample,
+};
+use tact_core::tune::select::policy_from_spec;
+use tact_core::tune::Transition;
+use tact_lib::tune::Pool;
+use tact_sim::SimRng;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tune-drive",
+    about = "Drive tune-service with tact's pool under one controller"
+)]
+struct Args {
+    /// Controller: tcc, tcc:KEY=V,.., static:N, aimd, vegas, gradient2, envoy.
+    #[arg(long)]
+    policy: String,
+    /// The service's address (as printed by tune-service).
+    #[arg(long)]
+    addr: String,
+    /// Measured seconds, after the warm-up.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// Warm-up seconds (run, not measured).
+    #[arg(long, default_value_t = 10.0)]
+    warmup: f64,
+    /// Mean front service time per task, ms of thread CPU time (Pareto, k = 2.5).
+    #[arg(long, default_value_t = 1.0)]
+    front_ms: f64,
+    /// Most workers the pool may run (the controllers' n_max).
+    #[arg(long, default_value_t = 64)]
+    max: usize,
+    /// The controllers' starting count (default: the online CPUs, as every tact host passes; not
+    /// this process's affinity, which is one CPU under `taskset -c 0`).
+    #[arg(long)]
+    init: Option<usize>,
+    /// Seed of the front's service times.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Sampling period of the CPU clocks and the target, ms.
+    #[arg(long, default_value_t = 500)]
+    sample_ms: u64,
+    /// Write the full record here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    policy: &'a str,
+    addr: &'a str,
+    warmup_s: f64,
+    seconds: f64,
+    front_ms: f64,
+    max: usize,
+    init: usize,
+    seed: u64,
+    /// The measured window, [warmup, warmup + seconds].
+    window: Period,
+    /// The window's part that TCC spent in Steady (none for other controllers, or before TCC
+    /// reached Steady).
+    steady: Option<Period>,
+    /// When TCC first entered Steady, s since the pool's start.
+    first_steady_s: Option<f64>,
+    /// Requests that failed (the service went away or answered an error).
+    errors: u64,
+    /// (s since the pool's start, target): the initial target, then every change.
+    targets: Vec<(f64, usize)>,
+    trace: Vec<Transition>,
+    samples: Vec<Sample>,
+}
+
+thread_local! {
+    /// Each worker thread keeps one connection: a thread per connection on the service's side
+    /// then means a thread per in-flight request.
+    static CONN: RefCell<Option<Client>> = const { RefCell::new(None) };
+}
+
+/// One request over this worker's connection, reconnecting once if it broke.
+fn request(addr: &str) -> Result<()> {
+    CONN.with(|cell| {
+        let mut conn = cell.borrow_mut();
+        for attempt in 0..2 {
+            if conn.is_none() {
+                *conn = Some(Client::connect(addr).with_context(|| format!("connect {addr}"))?);
+            }
+            match conn.as_mut().map(Client::request) {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(e)) if attempt == 1 => return Err(e.into()),
+                _ => *conn = None,
+            }
+        }
+        unreachable!("the second attempt returns")
+    })
+}
+
+struct Shared {
+    origin: Instant,
+    addr: String,
+    completions: Mutex<Vec<Completion>>,
+    done: AtomicU64,
+    errors: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn task(&self, front: Duration) {
+        let start = Instant::now();
+        spin(front);
+        match request(&self.addr) {
+            Ok(()) => {
+                let end = Instant::now();
+                self.completions
+                    .lock()
+                    .expect("completions")
+                    .push(Completion {
+                        at: (end - self.origin).as_secs_f64(),
+                        latency: (end - start).as_secs_f64(),
+                    });
+                self.done.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!("tune-drive: request failed: {e:#}");
+                }
+            }
+        }
+    }
+}
+
+fn online_cpus() -> usize {
+    // SAFETY: sysconf only reads a system setting.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !(args.seconds > 0.0 && args.warmup >= 0.0 && args.front_ms >= 0.0) {
+        bail!("--seconds must be positive, --warmup and --front-ms non-negative");
+    }
+    if args.max == 0 || args.sample_ms == 0 {
+        bail!("--max and --sample-ms must be positive");
+    }
+    let init = args.init.unwrap_or_else(online_cpus).clamp(1, args.max);
+    let mut control = Client::connect(&args.addr)
+        .with_context(|| format!("connect to the service at {}", args.addr))?;
+    control.stats().context("the service's stats")?;
+    let policy = policy_from_spec(&args.policy, init, args.max)
+        .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
+
+    let shared = Arc::new(Shared {
+        origin: Instant::now(),
+        addr: args.addr.clone(),
+        completions: Mutex::new(Vec::new()),
+        done: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let pool = Arc::new(
+        Pool::builder()
+            .policy(policy)
+            .max_workers(args.max)
+            // A queue as long as the largest pool keeps every worker supplied, and is short
+            // enough to drain quickly at the end.
+            .queue_capacity(args.max)
+            .name("tune-drive")
+            .build(),
+    );
+
+    let feeder = {
+        let pool = Arc::clone(&pool);
+        let shared = Arc::clone(&shared);
+        let mut front = Pareto::new(
+            Duration::from_secs_f64(args.front_ms / 1000.0),
+            SHAPE,
+            SimRng::new(args.seed),
+        );
+        std::thread::Builder::new()
+            .name("feeder".into())
+            .spawn(move || {
+                while !shared.stop.load(Ordering::Relaxed) {
+                    let d = front.draw();
+                    let s = Arc::clone(&shared);
+                    // Endless input: submit blocks while the queue is full. The handle is not
+                    // needed: the task records its own completion.
+                    drop(pool.submit(move || s.task(d)));
+                }
+            })?
+    };
+
+    let end = args.warmup + args.seconds;
+    let period_s = Duration::from_millis(args.sample_ms);
+    let mut samples = Vec::new();
+    let mut trace = Vec::new();
+    let mut next_report = 10.0;
+    loop {
+        let stats = control.stats().context("the service's stats")?;
+        let at = shared.origin.elapsed().as_secs_f64();
+        samples.push(Sample {
+            at,
+            completions: shared.done.load(Ordering::Relaxed),
+            service_cpu: stats.cpu.as_secs_f64(),
+            driver_cpu: process_cpu().as_secs_f64(),
+            target: pool.target(),
+        });
+        // Drained as the run goes, so the policy's bounded trace buffer never drops any.
+        trace.extend(pool.drain_trace());
+        if at >= end {
+            break;
+        }
+        if at >= next_report {
+            eprintln!(
+                "tune-drive {}: {at:.0}/{end:.0} s, target {}, {} done",
+                args.policy,
+                pool.target(),
+                shared.done.load(Ordering::Relaxed)
+            );
+            next_report += 10.0;
+        }
+        std::thread::sleep(period_s.min(Duration::from_secs_f64((end - at).max(0.001))));
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    feeder
+        .join()
+        .map_err(|_| anyhow!("the feeder thread panicked"))?;
+    let pool = Arc::into_inner(pool).ok_or_else(|| anyhow!("the pool is still shared"))?;
+    trace.extend(pool.drain_trace());
+    // The pool's history starts with the initial target at zero.
+    let targets: Vec<(f64, usize)> = pool
+        .targets()
+        .into_iter()
+        .map(|(at, n)| (at.as_secs_f64(), n))
+        .collect();
+    pool.shutdown();
+
+    let completions = std::mem::take(&mut *shared.completions.lock().expect("completions"));
+    let history = History(targets.clone());
+    let window = period(&[(args.warmup, end)], &completions, &samples, &history);
+    let steady_iv = steady_intervals(&trace, args.warmup, end);
+    let steady =
+        (!steady_iv.is_empty()).then(|| period(&steady_iv, &completions, &samples, &history));
+    let report = Report {
+        policy: &args.policy,
+        addr: &args.addr,
+        warmup_s: args.warmup,
+        seconds: args.seconds,
+        front_ms: args.front_ms,
+        max: args.max,
+        init,
+        seed: args.seed,
+        window,
+        steady,
+        first_steady_s: first_steady(&trace),
+        errors: shared.errors.load(Ordering::Relaxed),
+        targets,
+        trace,
+        samples,
+    };
+    let w = &report.window;
+    println!(
+        "{}: {:.1}/s, service CPU {}, count {}, p99 {}, errors {}",
+        args.policy,
+        w.throughput,
+        w.service_util
+            .map_or("?".into(), |u| format!("{:.1}%", u * 100.0)),
+        w.count.map_or("?".into(), |c| format!(
+            "{:.1} [{}-{}]",
+            c.mean, c.min, c.max
+        )),
+        w.latency
+            .map_or("?".into(), |l| format!("{:.1} ms", l.p99_ms)),
+        report.errors
+    );
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string(&report)?;
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    if report.window.completions == 0 {
+        bail!("no task completed in the measured window");
+    }
+    Ok(())
+}
