@@ -22,6 +22,9 @@ Examples:
   tact run --progress cpu -- make -j2                               regulate on CPU time
   tact run --progress file:/tmp/done.count -- ./indexer             a counter the program writes
   tact run --probation 0 --json-log trace.jsonl -- rsync -a src/ dst/
+  tact run --idle cpu -- make -j8                                   SCHED_IDLE for every thread
+  tact run --idle disk -- updatedb                    held while others use the disk under $PWD
+  tact run --idle disk:/dev/sdb,net:eth0 --preempt auto -- ./backup
 
 Progress sources (--progress, repeat it for a job with several metrics):
   io          bytes read + written by the job's processes (rchar + wchar; the default)
@@ -29,14 +32,28 @@ Progress sources (--progress, repeat it for a job with several metrics):
   io-write    bytes written
   io-storage  bytes that reached the block layer (read_bytes + write_bytes)
   cpu         CPU time of the job's processes, in nanoseconds
-  file:PATH   the last number in PATH, a counter the program keeps up to date";
+  file:PATH   the last number in PATH, a counter the program keeps up to date
+
+Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime scheduler):
+  cpu              SCHED_IDLE for every thread of the job: it runs only on CPU time nothing else
+                   wants (no preemption interval: taking a CPU back costs microseconds)
+  disk[:DEVICE]    tact watches the disk (default: the one under the working directory) and
+                   stops the job while other processes do I/O on it, until one preemption
+                   interval has passed with none; also the idle I/O class where BFQ runs
+  net[:INTERFACE]  the same on an interface's traffic (default: the default route's)
+  Default --preempt: disk 10x its mean service time from /proc/diskstats (at least 10ms, at
+  most 1s; 100ms if unmeasured), net 10ms. tact says what it chose and why, and how much the
+  job was held at the end. Nothing is left stopped when tact exits, however it exits.";
 
 const ATTACH_EXAMPLES: &str = "\
 Examples:
   tact attach 12345                       regulate pid 12345 and its children on io progress
   tact attach --progress cpu $(pgrep -n updatedb)
 
-Interrupt tact (Ctrl-C) to stop regulating: the process is left running.";
+  tact attach --idle cpu,disk 12345        SCHED_IDLE, and held while others use its disk
+
+Interrupt tact (Ctrl-C) to stop regulating: the process is left running (with --idle cpu, back
+on its old scheduling policy).";
 
 #[derive(Debug, Parser)]
 #[command(name = "tact", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -83,6 +100,8 @@ pub enum Command {
 pub struct RunArgs {
     #[command(flatten)]
     pub polite: PoliteArgs,
+    #[command(flatten)]
+    pub idle: IdleArgs,
     /// The command to run, after `--`.
     #[arg(
         required = true,
@@ -97,13 +116,34 @@ pub struct RunArgs {
 pub struct AttachArgs {
     #[command(flatten)]
     pub polite: PoliteArgs,
+    #[command(flatten)]
+    pub idle: IdleArgs,
     /// Process to regulate, with every child it has or starts later.
     pub pid: i32,
 }
 
+/// Idletime scheduling (`--idle`): the job uses a resource only once the foreground has left it
+/// idle for a preemption interval.
+#[derive(Debug, Args)]
+pub struct IdleArgs {
+    /// Run the job in the idle time of these resources instead of regulating it by progress:
+    /// cpu, disk[:DEVICE], net[:INTERFACE], comma-separated (explained in `tact run --help`).
+    #[arg(long = "idle", value_name = "RESOURCE[,RESOURCE...]", value_delimiter = ',',
+          value_parser = crate::jobs::idle::parse_resource,
+          conflicts_with_all = ["polite", "progress", "peek", "probation", "bootstrap"])]
+    pub resources: Vec<crate::jobs::idle::Resource>,
+    /// Preemption interval: how long a disk or link must stay free of foreground I/O before the
+    /// job may run again. `0ms` is a plain two-level priority queue; `auto` tunes it from how
+    /// often the foreground finds the job in its way [default: 10x the measured service time
+    /// (disk), 10ms (net)].
+    #[arg(long, value_name = "DUR|auto", requires = "resources", allow_hyphen_values = true,
+          value_parser = crate::jobs::idle::parse_preempt)]
+    pub preempt: Option<crate::jobs::idle::Preempt>,
+}
+
 #[derive(Debug, Args)]
 pub struct PoliteArgs {
-    /// Regulate by progress (MS Manners); the only mode so far, and the default.
+    /// Regulate by progress (MS Manners): the default, unless --idle is given.
     #[arg(long)]
     pub polite: bool,
     /// What counts as progress: io, io-read, io-write, io-storage, cpu, file:PATH. Repeat for several.
@@ -204,6 +244,11 @@ pub struct ShareArgs {
     /// cannot hold up the end of a cycle while the others wait).
     #[arg(long)]
     pub no_io: bool,
+    /// Decide only at quantum ticks, as the paper does: no checks between ticks, and a full
+    /// quantum charged per blocked observation (the default stops a job that runs out between
+    /// ticks near the time it does).
+    #[arg(long)]
+    pub quantized: bool,
     /// How the shares are enforced.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,

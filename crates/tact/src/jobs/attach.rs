@@ -3,17 +3,20 @@
 use anyhow::Result;
 
 use super::events::Events;
-use super::polite::{Ended, PoliteJob, Settings};
+use super::job::Mode;
+use super::polite::Ended;
 use crate::cli::AttachArgs;
 
 pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
-    let settings = Settings::from_args(&args.polite, verbose)?;
-    let mut events = Events::new()?;
     // Errors from here on name the pid ("process 42 does not exist", "refusing to regulate ...").
     let program = tact_linux::ProcReader::new().cmdline(args.pid)?.join(" ");
-    let mut job = PoliteJob::new(settings, args.pid, &program)?;
+    // `--idle disk` means the disk the process works on; one whose working directory tact may
+    // not read gets `/`'s, and says so through the device it names.
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", args.pid)).unwrap_or_else(|_| "/".into());
+    let mode = Mode::from_args(&args.polite, &args.idle, &cwd, true, verbose)?;
+    let mut events = Events::new()?;
+    let mut job = mode.start(args.pid, &program)?;
     let ended = job.regulate(&mut events);
-    let sources = job.sources();
     let summary = job.finish();
     let code = match ended? {
         Ended::Exited => 0,
@@ -25,6 +28,6 @@ pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
             128 + sig.signal as i32
         }
     };
-    eprintln!("{}", summary.line(&sources));
+    eprintln!("{summary}");
     Ok(code)
 }

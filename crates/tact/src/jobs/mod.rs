@@ -2,6 +2,11 @@
 
 pub mod attach;
 pub mod events;
+pub mod idle;
+mod idle_job;
+mod idle_log;
+mod idle_watch;
+mod job;
 mod polite;
 pub mod run;
 mod turn;

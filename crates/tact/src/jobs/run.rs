@@ -6,10 +6,12 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use tact_linux::actuate::pidfd::PidFd;
 
 use super::events::{unblock_signals_in_child, Event, Events, Received};
-use super::polite::{Ended, PoliteJob, Settings};
+use super::job::Mode;
+use super::polite::Ended;
 use crate::cli::RunArgs;
 
 /// Exit status when tact itself fails (as `timeout` and `env` do), so it differs from the
@@ -17,7 +19,8 @@ use crate::cli::RunArgs;
 pub const TACT_FAILED: i32 = 125;
 
 pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
-    let settings = Settings::from_args(&args.polite, verbose)?;
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let mode = Mode::from_args(&args.polite, &args.idle, &cwd, false, verbose)?;
     let mut events = Events::new()?;
     let (cmd, cmd_args) = args.command.split_first().expect("clap requires a command");
     let mut command = Command::new(cmd);
@@ -35,7 +38,7 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
         }
     };
     // The same command line shares a calibrated target from run to run (`--name` to choose).
-    let mut job = match PoliteJob::new(settings, child.id() as i32, &args.command.join(" ")) {
+    let mut job = match mode.start(child.id() as i32, &args.command.join(" ")) {
         Ok(job) => job,
         Err(e) => {
             // A command that finished before tact could attach needed no regulating.
@@ -49,30 +52,29 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
         }
     };
     let ended = job.regulate(&mut events);
-    let sources = job.sources();
     let after = match ended {
         Ok(Ended::Exited) => Ok(()),
-        Ok(Ended::Interrupted(sig)) => pass_on_until_exit(&job, &mut events, sig),
+        Ok(Ended::Interrupted(sig)) => pass_on_until_exit(job.root(), &mut events, sig),
         Err(e) => Err(e),
     };
     let summary = job.finish();
     let status = child.wait()?;
     after?;
-    eprintln!("{}", summary.line(&sources));
+    eprintln!("{summary}");
     Ok(exit_code(status))
 }
 
 /// Interrupted: pass the signal on and wait for the command, regulating no more.
-fn pass_on_until_exit(job: &PoliteJob, events: &mut Events, mut sig: Received) -> Result<()> {
+fn pass_on_until_exit(root: &PidFd, events: &mut Events, mut sig: Received) -> Result<()> {
     loop {
         if !sig.from_terminal {
             // A terminal's signal reached the whole process group, the command included.
-            if let Err(e) = job.root().send_signal(sig.signal as i32) {
+            if let Err(e) = root.send_signal(sig.signal as i32) {
                 tracing::warn!("cannot pass {} on: {e}", sig.signal);
             }
         }
         loop {
-            match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
+            match events.wait(root.as_fd(), Duration::from_secs(3600))? {
                 Event::Ready => return Ok(()),
                 Event::Signal(next) => {
                     sig = next;

@@ -128,6 +128,17 @@ impl Turn {
         }
     }
 
+    /// Sends the figures `tact status` shows, for a job that does not take turns (an idle-gated
+    /// job: its gates decide when it runs).
+    pub fn report(&mut self, report: Report) {
+        let Some(job) = self.job() else {
+            return;
+        };
+        if let Err(e) = self.client.report(job, report) {
+            self.lose(e);
+        }
+    }
+
     /// The registered job, registering again (a restarted daemon) at most every few seconds.
     fn job(&mut self) -> Option<JobId> {
         if self.job.is_none() && self.last_attempt.elapsed() >= REJOIN_EVERY {

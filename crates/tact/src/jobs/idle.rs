@@ -1,0 +1,236 @@
+//! `tact run --idle` / `tact attach --idle`: idletime scheduling of an unmodified program (spec
+//! idletime §6). What the user asked for, checked before the job starts: the resources, the
+//! preemption interval, the device and interface behind them.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use tact_linux::probe::block_device::{BlockDevice, BlockResolver};
+use tact_linux::probe::netstats::NetReader;
+use tact_linux::state::StateDir;
+
+use super::idle_watch::default_route_interface;
+use crate::cli::{IdleArgs, PoliteArgs};
+use crate::trace::JsonLines;
+
+/// A resource named after `--idle`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resource {
+    Cpu,
+    /// `disk[:DEVICE]`: a device name, `/dev` path or any path on the disk.
+    Disk(Option<String>),
+    /// `net[:INTERFACE]`.
+    Net(Option<String>),
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resource::Cpu => f.write_str("cpu"),
+            Resource::Disk(None) => f.write_str("disk"),
+            Resource::Disk(Some(d)) => write!(f, "disk:{d}"),
+            Resource::Net(None) => f.write_str("net"),
+            Resource::Net(Some(i)) => write!(f, "net:{i}"),
+        }
+    }
+}
+
+/// Parses one `--idle` item.
+pub fn parse_resource(s: &str) -> Result<Resource, String> {
+    let s = s.trim();
+    let (kind, arg) = match s.split_once(':') {
+        Some((k, a)) => (k, Some(a)),
+        None => (s, None),
+    };
+    let arg = match arg {
+        Some("") => return Err(format!("`{s}`: name a device after the colon, or drop it")),
+        a => a.map(str::to_string),
+    };
+    match (kind, arg) {
+        ("cpu", None) => Ok(Resource::Cpu),
+        ("cpu", Some(_)) => Err(format!("`{s}`: cpu takes no argument")),
+        ("disk", a) => Ok(Resource::Disk(a)),
+        ("net", a) => Ok(Resource::Net(a)),
+        _ => Err(format!(
+            "unknown resource `{s}`: use cpu, disk[:DEVICE] or net[:INTERFACE]"
+        )),
+    }
+}
+
+/// `--preempt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preempt {
+    /// A fixed PI; zero is a plain two-level priority queue.
+    Fixed(Duration),
+    /// Tuned from the gate's counters (`tact_core::idle::Tuner`).
+    Auto,
+}
+
+pub fn parse_preempt(s: &str) -> Result<Preempt, String> {
+    let s = s.trim();
+    if s == "auto" {
+        return Ok(Preempt::Auto);
+    }
+    if s.starts_with('-') {
+        return Err(format!(
+            "`{s}`: a preemption interval cannot be negative (0ms is a plain priority queue)"
+        ));
+    }
+    crate::cli::duration(s)
+        .map(Preempt::Fixed)
+        .map_err(|e| format!("{e}, or `auto`"))
+}
+
+/// A resource whose use is gated: a device or an interface, resolved.
+#[derive(Debug, Clone)]
+pub enum Gated {
+    Disk(BlockDevice),
+    Net(String),
+}
+
+impl Gated {
+    /// `disk:vda`, `net:eth0`: how logs and `tact status` name it.
+    pub fn label(&self) -> String {
+        match self {
+            Gated::Disk(d) => format!("disk:{}", d.name),
+            Gated::Net(i) => format!("net:{i}"),
+        }
+    }
+}
+
+/// Everything decided from the command line before the job starts, so bad input fails before
+/// anything runs.
+pub struct IdleSettings {
+    pub cpu: bool,
+    pub gated: Vec<Gated>,
+    pub preempt: Option<Preempt>,
+    pub json_log: Option<JsonLines>,
+    /// Opened before the job starts: a tact that cannot record what it stops must not stop it.
+    pub crash_records: StateDir,
+    pub verbose: bool,
+    pub name: Option<String>,
+    pub socket: Option<PathBuf>,
+    pub priority: i32,
+    /// Put the job's scheduling policy and I/O priority back at the end (`tact attach`: the
+    /// process lives on).
+    pub restore: bool,
+}
+
+impl IdleSettings {
+    /// `cwd`: the job's working directory, whose disk `--idle disk` means.
+    pub fn from_args(
+        args: &IdleArgs,
+        polite: &PoliteArgs,
+        cwd: &Path,
+        restore: bool,
+        verbose: bool,
+    ) -> Result<Self> {
+        let mut cpu = false;
+        let mut gated: Vec<Gated> = Vec::new();
+        for r in &args.resources {
+            let g = match r {
+                Resource::Cpu => {
+                    cpu = true;
+                    continue;
+                }
+                Resource::Disk(spec) => Gated::Disk(resolve_disk(spec.as_deref(), cwd)?),
+                Resource::Net(iface) => {
+                    let iface = match iface {
+                        Some(i) => i.clone(),
+                        None => default_route_interface()?,
+                    };
+                    NetReader::new()
+                        .check_interface(&iface)
+                        .with_context(|| format!("--idle net:{iface}"))?;
+                    Gated::Net(iface)
+                }
+            };
+            if gated.iter().any(|o| o.label() == g.label()) {
+                bail!("--idle names {} twice", g.label());
+            }
+            gated.push(g);
+        }
+        if gated.is_empty() && args.preempt.is_some() {
+            bail!("--preempt applies to disk and net only: the CPU needs no preemption interval");
+        }
+        if let Some(socket) = &polite.socket {
+            if let Err(e) = tact_proto::Client::connect(socket) {
+                bail!("--socket {}: {e}", socket.display());
+            }
+        }
+        Ok(IdleSettings {
+            cpu,
+            gated,
+            preempt: args.preempt,
+            json_log: polite
+                .json_log
+                .as_deref()
+                .map(JsonLines::create)
+                .transpose()?,
+            crash_records: StateDir::new(crate::paths::runtime_dir()?)?,
+            verbose,
+            name: polite.name.clone(),
+            socket: polite.socket.clone(),
+            priority: polite.priority,
+            restore,
+        })
+    }
+}
+
+/// The device of `--idle disk[:SPEC]`: SPEC as the user named it, or the disk under `cwd`.
+fn resolve_disk(spec: Option<&str>, cwd: &Path) -> Result<BlockDevice> {
+    let resolver = BlockResolver::new();
+    match spec {
+        Some(s) => resolver
+            .resolve(s)
+            .with_context(|| format!("--idle disk:{s}")),
+        None => {
+            let dir = cwd.to_string_lossy();
+            resolver.resolve(&dir).with_context(|| {
+                format!(
+                    "--idle disk: cannot find the disk under the working directory {dir}; \
+                     name it with --idle disk:DEVICE"
+                )
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_parse() {
+        assert_eq!(parse_resource("cpu"), Ok(Resource::Cpu));
+        assert_eq!(parse_resource("disk"), Ok(Resource::Disk(None)));
+        assert_eq!(
+            parse_resource("disk:/dev/sda"),
+            Ok(Resource::Disk(Some("/dev/sda".into())))
+        );
+        assert_eq!(
+            parse_resource("net:lo"),
+            Ok(Resource::Net(Some("lo".into())))
+        );
+        assert!(parse_resource("gpu")
+            .unwrap_err()
+            .contains("unknown resource `gpu`"));
+        assert!(parse_resource("cpu:0").is_err());
+        assert!(parse_resource("disk:").is_err());
+        assert_eq!(Resource::Net(Some("lo".into())).to_string(), "net:lo");
+    }
+
+    #[test]
+    fn preemption_intervals_parse() {
+        assert_eq!(parse_preempt("0ms"), Ok(Preempt::Fixed(Duration::ZERO)));
+        assert_eq!(
+            parse_preempt("50ms"),
+            Ok(Preempt::Fixed(Duration::from_millis(50)))
+        );
+        assert_eq!(parse_preempt("auto"), Ok(Preempt::Auto));
+        assert!(parse_preempt("-5ms").unwrap_err().contains("negative"));
+        assert!(parse_preempt("soon").unwrap_err().contains("auto"));
+    }
+}

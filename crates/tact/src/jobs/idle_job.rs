@@ -1,0 +1,654 @@
+//! An idle-gated job (spec idletime §6): SCHED_IDLE for `cpu`, and for each disk or link a
+//! polling driver of a [`Gate`]: every δ ≤ p/10 the resource's activity less the job's own is
+//! fed to [`Gate::poll`], and the job's tree is held (SIGSTOP) whenever any gate says hold and
+//! released (SIGCONT) once every gate says release. Holding goes through the same crash-safe
+//! path as a polite suspension: the crash record and the guard are in place before the first
+//! SIGSTOP, so no exit of tact, SIGKILL included, leaves the job stopped.
+
+use std::collections::HashSet;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use tact_core::idle::{Anchor, Gate, GateParams, Tuner, TunerParams};
+use tact_linux::actuate::per_thread::SavedThreads;
+use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::actuate::{ioprio, sched_idle};
+use tact_linux::probe::block_device::BlockResolver;
+use tact_linux::state::StateDir;
+use tact_linux::timer::Ticker;
+use tact_linux::{Guard, JobTree, ProcId, ProcReader};
+use tact_proto::{Report, ReportState};
+
+use super::events::{Event, Events};
+use super::idle::{Gated, IdleSettings, Preempt};
+use super::idle_log::{GateView, Holder, IdleLog, Setup};
+use super::idle_watch::{
+    disk_default_pi, fmt_ms, net_default_pi, DefaultPi, DiskWatch, NetWatch, OwnTraffic, Probe,
+};
+use super::polite::Ended;
+use super::turn::Turn;
+
+/// How often the counters go to the log and the daemon, and the job's tree is checked for
+/// processes that are not idle yet.
+const EVERY_SECOND: Duration = Duration::from_secs(1);
+/// The guard resumes the job if tact neither renews within this long nor closes the socket (it
+/// hung); renewed every second while the job is held.
+const LEASE: Duration = Duration::from_secs(10);
+/// The probe interval's bounds: δ ≤ p/10 (spec §3), but a probe reads /proc for every member.
+const MIN_PROBE: Duration = Duration::from_millis(1);
+const MAX_PROBE: Duration = Duration::from_millis(100);
+/// The probe interval of a plain priority queue (p = 0), which has no PI to resolve: the job is
+/// held at most this long after the foreground's I/O begins.
+const PRIORITY_QUEUE_PROBE: Duration = Duration::from_millis(10);
+/// `--preempt auto` keeps p between these (beyond the tuner's own bounds): the probe cannot
+/// resolve a tenth of less, and the longest foreground gap tact plans for is a second.
+const AUTO_MIN_PI: Duration = Duration::from_millis(10);
+const AUTO_LONGEST_GAP: Duration = Duration::from_secs(1);
+
+enum Watch {
+    Disk(DiskWatch),
+    Net(NetWatch),
+}
+
+/// One gated resource.
+struct Watched {
+    label: String,
+    watch: Watch,
+    gate: Gate,
+    tuner: Option<Tuner>,
+    /// Foreground bytes seen in all.
+    fg_bytes: u64,
+}
+
+impl Watched {
+    fn view(&self) -> GateView {
+        GateView::new(self.label.clone(), &self.gate, self.fg_bytes)
+    }
+}
+
+/// Applies a per-thread setting to processes, returning what it replaced.
+type Apply<T> = fn(&ProcReader, &[ProcId]) -> tact_linux::Result<Vec<SavedThreads<T>>>;
+/// Puts back what [`Apply`] replaced (and the first process's old value on later members).
+type Undo<T> = fn(&ProcReader, &[SavedThreads<T>], &[ProcId]) -> tact_linux::Result<()>;
+
+/// A per-thread setting (scheduling policy, I/O priority) applied to the job's processes, with
+/// what it replaced.
+struct PerThread<T> {
+    what: &'static str,
+    apply: Apply<T>,
+    undo: Undo<T>,
+    /// Whether a process's main thread has the setting already (inherited from its parent).
+    has: fn(i32) -> tact_linux::Result<bool>,
+    saved: Vec<SavedThreads<T>>,
+    seen: HashSet<ProcId>,
+}
+
+impl<T> PerThread<T> {
+    /// Applies the setting to members not seen before. A process that inherited it is left out
+    /// of `saved`: restoring gives it the job's original setting instead of the inherited one.
+    fn cover(&mut self, reader: &ProcReader, members: &[ProcId]) -> Result<()> {
+        let mut fresh = Vec::new();
+        for id in members.iter().filter(|id| !self.seen.contains(id)) {
+            match (self.has)(id.pid) {
+                Ok(true) => {}
+                Ok(false) => fresh.push(*id),
+                // Exited since the walk.
+                Err(tact_linux::Error::NoProcess { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !fresh.is_empty() {
+            let saved = (self.apply)(reader, &fresh)
+                .with_context(|| format!("cannot set {}", self.what))?;
+            self.saved.extend(saved);
+        }
+        self.seen.extend(members.iter().copied());
+        Ok(())
+    }
+
+    fn restore(&self, reader: &ProcReader, members: &[ProcId]) -> Result<()> {
+        (self.undo)(reader, &self.saved, members)
+            .with_context(|| format!("cannot restore {}", self.what))
+    }
+}
+
+fn sched_idle_setting() -> PerThread<sched_idle::SchedPolicy> {
+    PerThread {
+        what: "SCHED_IDLE",
+        apply: sched_idle::make_idle,
+        undo: sched_idle::restore,
+        has: |pid| Ok(sched_idle::thread_policy(pid)?.is_idle()),
+        saved: Vec::new(),
+        seen: HashSet::new(),
+    }
+}
+
+fn ioprio_idle_setting() -> PerThread<ioprio::IoPrio> {
+    PerThread {
+        what: "the idle I/O class",
+        apply: ioprio::make_idle,
+        undo: ioprio::restore,
+        has: |pid| Ok(ioprio::thread_ioprio(pid)?.class() == ioprio::IoClass::Idle),
+        saved: Vec::new(),
+        seen: HashSet::new(),
+    }
+}
+
+/// What a user wants to know at the end.
+#[derive(Default)]
+pub struct IdleSummary {
+    pub elapsed: Duration,
+    pub held: Duration,
+    pub holds: u32,
+    /// Each gated resource with its final PI.
+    pub pis: Vec<(String, Duration)>,
+    pub cpu: bool,
+}
+
+impl IdleSummary {
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        if self.cpu {
+            parts.push("cpu: SCHED_IDLE".to_string());
+        }
+        for (label, pi) in &self.pis {
+            parts.push(format!("{label}: PI {}", fmt_ms(*pi)));
+        }
+        let ran = if self.elapsed.is_zero() {
+            100.0
+        } else {
+            100.0 * (1.0 - self.held.as_secs_f64() / self.elapsed.as_secs_f64())
+        };
+        format!(
+            "tact: job ran {ran:.0}% of {}; held {} times for {} in all ({})",
+            humantime::format_duration(Duration::from_secs(self.elapsed.as_secs())),
+            self.holds,
+            fmt_ms(self.held),
+            parts.join(", ")
+        )
+    }
+}
+
+pub struct IdleJob {
+    verbose: bool,
+    tree: JobTree,
+    root: PidFd,
+    /// tact itself: its own log writes land on a disk too, and are not the foreground's.
+    me: ProcId,
+    reader: ProcReader,
+    watched: Vec<Watched>,
+    probe: Duration,
+    sched: Option<PerThread<sched_idle::SchedPolicy>>,
+    io: Option<PerThread<ioprio::IoPrio>>,
+    restore: bool,
+    log: Option<IdleLog>,
+    state: StateDir,
+    guard: Option<Guard>,
+    turn: Option<Turn>,
+    start: Instant,
+    held_since: Option<Instant>,
+    summary: IdleSummary,
+}
+
+impl IdleJob {
+    /// Takes charge of the tree rooted at `pid`; `program` names it for the daemon.
+    pub fn new(settings: IdleSettings, pid: i32, program: &str) -> Result<Self> {
+        let IdleSettings {
+            cpu,
+            gated,
+            preempt,
+            json_log,
+            crash_records,
+            verbose,
+            name,
+            socket,
+            priority,
+            restore,
+        } = settings;
+        let tree = JobTree::attach(pid)?;
+        let root = PidFd::open(pid)?;
+        let reader = ProcReader::new();
+        if reader.stat(pid)?.id() != tree.root() {
+            bail!("process {pid} exited while tact was attaching to it");
+        }
+        let me = reader.stat(std::process::id() as i32)?.id();
+        let members = tree.members();
+        let mut sched = None;
+        if cpu {
+            if restore {
+                if let Err(e) = sched_idle::check_leave(pid) {
+                    eprintln!("tact: {e}: process {pid} will stay SCHED_IDLE after tact detaches");
+                }
+            }
+            let mut s = sched_idle_setting();
+            s.cover(&reader, &members)?;
+            sched = Some(s);
+            eprintln!(
+                "tact: idle cpu: SCHED_IDLE for every thread (no preemption interval: taking a \
+                 CPU back costs microseconds); cpu.idle of a cgroup is not used"
+            );
+        }
+        let mut io = None;
+        let mut watched = Vec::new();
+        let mut setups = Vec::new();
+        for g in &gated {
+            let label = g.label();
+            let (watch, default) = match g {
+                Gated::Disk(dev) => {
+                    let w = DiskWatch::new(dev, &with(&members, me))?;
+                    let default = disk_default_pi(w.baseline());
+                    let resolver = BlockResolver::new();
+                    match ioprio::check_idle_class(&resolver, dev) {
+                        Ok(()) if io.is_none() => {
+                            let mut s = ioprio_idle_setting();
+                            s.cover(&reader, &members)?;
+                            io = Some(s);
+                            eprintln!("tact: {label}: BFQ is active: the job's I/O also gets the idle class");
+                        }
+                        Ok(()) => {}
+                        Err(e) => eprintln!(
+                            "tact: {label}: not using the idle I/O class ({e}); the gate alone holds the job"
+                        ),
+                    }
+                    (Watch::Disk(w), default)
+                }
+                Gated::Net(iface) => {
+                    let w = NetWatch::new(iface, pid)?;
+                    if w.own() == OwnTraffic::Unknown {
+                        eprintln!(
+                            "tact: {label}: the job shares tact's network namespace, so its own \
+                             traffic on {iface} counts as foreground: a job that uses {iface} \
+                             itself is held for a PI after each of its bursts. Run it in a \
+                             network namespace of its own for an exact count"
+                        );
+                    }
+                    (Watch::Net(w), net_default_pi())
+                }
+            };
+            let (gate, tuner, why) = gate_for(preempt, &default)?;
+            eprintln!(
+                "tact: {label}: preemption interval {}{} ({why})",
+                fmt_ms(gate.params().pi),
+                if tuner.is_some() { ", tuned" } else { "" }
+            );
+            setups.push(Setup {
+                resource: label.clone(),
+                pi: gate.params().pi.as_secs_f64(),
+                auto: tuner.is_some(),
+                why,
+            });
+            watched.push(Watched {
+                label,
+                watch,
+                gate,
+                tuner,
+                fg_bytes: 0,
+            });
+        }
+        let probe = probe_interval(&watched);
+        let shown = name.unwrap_or_else(|| {
+            std::path::Path::new(program)
+                .file_name()
+                .map_or(program.to_string(), |f| f.to_string_lossy().into_owned())
+        });
+        let turn = Turn::join(socket.as_deref(), &shown, pid, priority)?;
+        let start = Instant::now();
+        let mut log = json_log.map(IdleLog::new);
+        if let Some(log) = &mut log {
+            log.start(Duration::ZERO, cpu, probe, &setups)?;
+        }
+        Ok(IdleJob {
+            verbose,
+            tree,
+            root,
+            me,
+            reader,
+            watched,
+            probe,
+            sched,
+            io,
+            restore,
+            log,
+            state: crash_records,
+            guard: None,
+            turn,
+            start,
+            held_since: None,
+            summary: IdleSummary {
+                cpu,
+                ..IdleSummary::default()
+            },
+        })
+    }
+
+    /// Gates the job until its root exits or a signal arrives; the job is running when this
+    /// returns, whether it returns an error or not.
+    pub fn regulate(&mut self, events: &mut Events) -> Result<Ended> {
+        let result = self.regulate_inner(events);
+        let resumed = self.release().context("cannot resume the job");
+        self.summary.elapsed = self.start.elapsed();
+        self.summary.pis = self
+            .watched
+            .iter()
+            .map(|w| (w.label.clone(), w.gate.params().pi))
+            .collect();
+        let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
+        if let Some(log) = &mut self.log {
+            if let Err(e) = log.summary(
+                self.summary.elapsed,
+                self.summary.held,
+                self.summary.holds,
+                &views,
+            ) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        if self.restore {
+            self.restore_settings();
+        }
+        let ended = result?;
+        resumed?;
+        Ok(ended)
+    }
+
+    fn regulate_inner(&mut self, events: &mut Events) -> Result<Ended> {
+        if self.watched.is_empty() {
+            // CPU only: nothing to hold; look for new members now and then.
+            loop {
+                match events.wait(self.root.as_fd(), EVERY_SECOND)? {
+                    Event::Ready => return Ok(Ended::Exited),
+                    Event::Signal(sig) => return Ok(Ended::Interrupted(sig)),
+                    Event::Timeout => {
+                        self.tree.refresh()?;
+                        self.cover()?;
+                        self.report()?;
+                    }
+                }
+            }
+        }
+        let mut ticker = Ticker::new(self.probe)?;
+        let mut last_second = Instant::now();
+        loop {
+            // A tick comes every δ; the wait's own timeout only guards against a stuck timer.
+            match events.wait(ticker.as_fd(), self.probe + EVERY_SECOND)? {
+                Event::Signal(sig) => return Ok(Ended::Interrupted(sig)),
+                Event::Ready => {
+                    ticker.take()?;
+                }
+                Event::Timeout => {}
+            }
+            if exited(self.root.as_fd())? {
+                return Ok(Ended::Exited);
+            }
+            self.step()?;
+            if last_second.elapsed() >= EVERY_SECOND {
+                last_second = Instant::now();
+                self.cover()?;
+                if let Some(guard) = &mut self.guard {
+                    guard.renew(LEASE)?;
+                }
+                let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
+                let held = self.held_since.is_some();
+                if let Some(log) = &mut self.log {
+                    log.counters(self.start.elapsed(), held, &views)?;
+                }
+                self.report()?;
+            }
+        }
+    }
+
+    /// One probe of every gated resource, then hold or release.
+    fn step(&mut self) -> Result<()> {
+        let now = Instant::now();
+        let t = now - self.start;
+        self.tree.refresh()?;
+        let members = with(&self.tree.members(), self.me);
+        let mut holders = Vec::new();
+        for w in &mut self.watched {
+            let probe = match &mut w.watch {
+                Watch::Disk(d) => d.probe(now, &members)?,
+                Watch::Net(n) => n.probe()?,
+            };
+            w.fg_bytes += probe.foreground;
+            if !w.gate.poll(t, probe.fg_active(), true) {
+                holders.push(holder(&w.label, &probe));
+            }
+            if let Some(tuner) = &mut w.tuner {
+                if let Some(pi) = tuner.observe(t, w.gate.counters()) {
+                    if pi != w.gate.params().pi {
+                        w.gate.set_pi(pi);
+                        if let Some(log) = &mut self.log {
+                            log.pi(t, &w.label, pi)?;
+                        }
+                    }
+                }
+            }
+        }
+        match (holders.is_empty(), self.held_since) {
+            (false, None) => {
+                self.hold()?;
+                self.held_since = Some(now);
+                self.summary.holds += 1;
+                if self.verbose {
+                    let by: Vec<String> = holders
+                        .iter()
+                        .map(|h| format!("{} ({} B)", h.resource, h.fg_bytes))
+                        .collect();
+                    eprintln!("tact: t={:.2}s held by {}", t.as_secs_f64(), by.join(", "));
+                }
+                if let Some(log) = &mut self.log {
+                    log.held(t, &holders)?;
+                }
+            }
+            (true, Some(since)) => {
+                self.release()?;
+                if self.verbose {
+                    eprintln!(
+                        "tact: t={:.2}s released after {}",
+                        t.as_secs_f64(),
+                        fmt_ms(since.elapsed())
+                    );
+                }
+                if let Some(log) = &mut self.log {
+                    log.released(t, since.elapsed())?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Stops the job's tree, with the guard and the crash record in place first.
+    fn hold(&mut self) -> Result<()> {
+        if self.guard.is_none() {
+            let exe = std::env::current_exe()
+                .context("cannot find tact's own executable for its guard")?;
+            let mut guard = Guard::start(&exe, &["__guard"])?;
+            guard.renew(LEASE)?;
+            self.guard = Some(guard);
+        }
+        let (state, guard) = (&self.state, self.guard.as_mut().expect("started above"));
+        let stopped = self.tree.stop_with(|t| {
+            state.record(t)?;
+            guard.watch(t)
+        });
+        if let Err(e) = stopped {
+            self.tree.resume().ok();
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Resumes the job if it is held, counting the time it was.
+    fn release(&mut self) -> Result<()> {
+        if let Some(since) = self.held_since.take() {
+            self.summary.held += since.elapsed();
+        }
+        self.tree.resume()?;
+        Ok(())
+    }
+
+    /// Makes members found since the last look idle too (a process adopted into the tree, or
+    /// one that escaped the inherited setting).
+    fn cover(&mut self) -> Result<()> {
+        let members = self.tree.members();
+        if let Some(s) = &mut self.sched {
+            s.cover(&self.reader, &members)?;
+        }
+        if let Some(s) = &mut self.io {
+            s.cover(&self.reader, &members)?;
+        }
+        Ok(())
+    }
+
+    fn restore_settings(&mut self) {
+        if self.tree.refresh().is_err() {
+            return; // the job is gone
+        }
+        let members = self.tree.members();
+        if let Some(s) = &self.sched {
+            if let Err(e) = s.restore(&self.reader, &members) {
+                eprintln!("tact: {e:#}");
+            }
+        }
+        if let Some(s) = &self.io {
+            if let Err(e) = s.restore(&self.reader, &members) {
+                eprintln!("tact: {e:#}");
+            }
+        }
+    }
+
+    /// Tells the daemon, if one runs, whether the job is held and for how long it has been in
+    /// all. (Idle jobs do not take turns: the gates decide when they run.)
+    fn report(&mut self) -> Result<()> {
+        let Some(turn) = self.turn.as_mut() else {
+            return Ok(());
+        };
+        let mut held = self.summary.held;
+        if let Some(since) = self.held_since {
+            held += since.elapsed();
+        }
+        turn.report(Report {
+            state: if self.held_since.is_some() {
+                ReportState::Suspended
+            } else {
+                ReportState::Running
+            },
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: held.as_millis() as u64,
+            // Held until the foreground leaves the resource alone for a PI: one probe from now
+            // at the least.
+            suspend_for_ms: match self.held_since {
+                Some(_) => self.probe.as_millis().max(1) as u64,
+                None => 0,
+            },
+        });
+        Ok(())
+    }
+
+    /// Clean exit: the guard leaves, and the crash record goes. Call after `regulate`.
+    pub fn finish(mut self) -> IdleSummary {
+        if let Some(guard) = self.guard.take() {
+            if let Err(e) = guard.bye() {
+                tracing::warn!("guard: {e}");
+            }
+        }
+        if let Err(e) = self.state.remove(&self.tree) {
+            tracing::warn!("{e}");
+        }
+        std::mem::take(&mut self.summary)
+    }
+
+    /// The job's root process, to pass signals on to.
+    pub fn root(&self) -> &PidFd {
+        &self.root
+    }
+}
+
+/// The gate of a resource and why it has its PI.
+fn gate_for(
+    preempt: Option<Preempt>,
+    default: &DefaultPi,
+) -> Result<(Gate, Option<Tuner>, String)> {
+    Ok(match preempt {
+        None => (
+            Gate::new(GateParams::new(default.pi)),
+            None,
+            default.why.clone(),
+        ),
+        Some(Preempt::Fixed(pi)) => (
+            Gate::new(GateParams::new(pi)),
+            None,
+            if pi.is_zero() {
+                "--preempt 0: a plain two-level priority queue".into()
+            } else {
+                "--preempt".into()
+            },
+        ),
+        Some(Preempt::Auto) => {
+            // The watcher's gate is end-anchored; its floor is what the probe resolves, or
+            // the service time if that is longer.
+            let tau = default.service.unwrap_or(default.pi / 10);
+            let floor = tau.max(AUTO_MIN_PI);
+            let mut params = TunerParams::measured(tau, Anchor::End, floor, AUTO_LONGEST_GAP);
+            params.initial = default.pi.clamp(params.p_min, params.p_max);
+            let tuner = Tuner::new(params).map_err(|e| anyhow::anyhow!("--preempt auto: {e}"))?;
+            let why = format!(
+                "--preempt auto: starts at {} and moves between {} and {} to keep the share of \
+                 foreground I/O that finds the job running under {:.0}%",
+                fmt_ms(params.initial),
+                fmt_ms(params.p_min),
+                fmt_ms(params.p_max),
+                params.beta * 100.0
+            );
+            (Gate::new(GateParams::new(tuner.pi())), Some(tuner), why)
+        }
+    })
+}
+
+/// δ ≤ p/10 for the shortest PI any gate may use, within [1 ms, 100 ms].
+fn probe_interval(watched: &[Watched]) -> Duration {
+    watched
+        .iter()
+        .map(|w| {
+            let p = match &w.tuner {
+                Some(t) => t.params().p_min,
+                None => w.gate.params().pi,
+            };
+            if p.is_zero() {
+                PRIORITY_QUEUE_PROBE
+            } else {
+                (p / 10).clamp(MIN_PROBE, MAX_PROBE)
+            }
+        })
+        .min()
+        .unwrap_or(MAX_PROBE)
+}
+
+fn holder(label: &str, probe: &Probe) -> Holder {
+    Holder {
+        resource: label.to_string(),
+        fg_bytes: probe.foreground,
+        device_bytes: probe.device,
+    }
+}
+
+fn with(members: &[ProcId], me: ProcId) -> Vec<ProcId> {
+    let mut all = members.to_vec();
+    all.push(me);
+    all
+}
+
+/// Whether the process behind `pidfd` has exited (its pidfd is readable), without waiting.
+fn exited(pidfd: BorrowedFd) -> Result<bool> {
+    let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Err(e) => return Err(e).context("poll"),
+    }
+    Ok(fds[0].revents().is_some_and(|r| !r.is_empty()))
+}

@@ -1,0 +1,184 @@
+//! The `--json-log` of an idle-gated job: one object per hold and release, the gates' counters
+//! every second, and a summary at the end. Every object has `t` (seconds since tact started) and
+//! `kind`.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+use tact_core::idle::{Counters, Gate, State};
+
+use crate::trace::JsonLines;
+
+/// A gate as the log and `tact status` show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateView {
+    pub resource: String,
+    /// `idle`, `fg`, `bg` or `pi` (the thesis's I, F, B, P).
+    pub state: &'static str,
+    /// The preemption interval in force, seconds.
+    pub pi: f64,
+    /// Foreground bytes seen on the resource since the job started.
+    pub fg_bytes: u64,
+    /// X\[s\]\[e\]: rows idle, fg, bg, pi; columns f, b, t, i.
+    pub counters: [[u64; 4]; 4],
+    /// B\[f\]: probes that found foreground activity while the job was released.
+    pub preempted: u64,
+    /// P\[t\]: preemption intervals that ran out (chances for the job).
+    pub expired_pis: u64,
+    /// B\[f\] over every probe with foreground activity.
+    pub harm: f64,
+}
+
+impl GateView {
+    pub fn new(resource: String, gate: &Gate, fg_bytes: u64) -> GateView {
+        let c: &Counters = gate.counters();
+        GateView {
+            resource,
+            state: state_name(gate.state()),
+            pi: gate.params().pi.as_secs_f64(),
+            fg_bytes,
+            counters: c.x,
+            preempted: c.preempted(),
+            expired_pis: c.expired_pis(),
+            harm: c.harm(),
+        }
+    }
+}
+
+pub fn state_name(s: State) -> &'static str {
+    match s {
+        State::Idle => "idle",
+        State::Fg => "fg",
+        State::Bg => "bg",
+        State::Pi => "pi",
+    }
+}
+
+/// How a resource's gate was set up.
+#[derive(Debug, Serialize)]
+pub struct Setup {
+    pub resource: String,
+    pub pi: f64,
+    pub auto: bool,
+    /// Why this PI (the default's reasoning, or "--preempt").
+    pub why: String,
+}
+
+/// The resource that holds the job and what it saw.
+#[derive(Debug, Serialize)]
+pub struct Holder {
+    pub resource: String,
+    /// Foreground bytes in the probe interval that decided the hold.
+    pub fg_bytes: u64,
+    /// All bytes the device moved in that interval, the job's included.
+    pub device_bytes: u64,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Record<'a> {
+    Start {
+        t: f64,
+        cpu: bool,
+        /// Seconds between probes.
+        probe: f64,
+        gates: &'a [Setup],
+    },
+    Held {
+        t: f64,
+        by: &'a [Holder],
+    },
+    Released {
+        t: f64,
+        /// Seconds the job was held.
+        held: f64,
+    },
+    Pi {
+        t: f64,
+        resource: &'a str,
+        pi: f64,
+    },
+    Counters {
+        t: f64,
+        held: bool,
+        gates: &'a [GateView],
+    },
+    Summary {
+        t: f64,
+        /// Seconds held in all.
+        held: f64,
+        holds: u32,
+        gates: &'a [GateView],
+    },
+}
+
+pub struct IdleLog {
+    out: JsonLines,
+}
+
+impl IdleLog {
+    pub fn new(out: JsonLines) -> Self {
+        IdleLog { out }
+    }
+
+    pub fn start(
+        &mut self,
+        t: Duration,
+        cpu: bool,
+        probe: Duration,
+        gates: &[Setup],
+    ) -> Result<()> {
+        self.out.line(&Record::Start {
+            t: t.as_secs_f64(),
+            cpu,
+            probe: probe.as_secs_f64(),
+            gates,
+        })
+    }
+
+    pub fn held(&mut self, t: Duration, by: &[Holder]) -> Result<()> {
+        self.out.line(&Record::Held {
+            t: t.as_secs_f64(),
+            by,
+        })
+    }
+
+    pub fn released(&mut self, t: Duration, held: Duration) -> Result<()> {
+        self.out.line(&Record::Released {
+            t: t.as_secs_f64(),
+            held: held.as_secs_f64(),
+        })
+    }
+
+    pub fn pi(&mut self, t: Duration, resource: &str, pi: Duration) -> Result<()> {
+        self.out.line(&Record::Pi {
+            t: t.as_secs_f64(),
+            resource,
+            pi: pi.as_secs_f64(),
+        })
+    }
+
+    pub fn counters(&mut self, t: Duration, held: bool, gates: &[GateView]) -> Result<()> {
+        self.out.line(&Record::Counters {
+            t: t.as_secs_f64(),
+            held,
+            gates,
+        })
+    }
+
+    pub fn summary(
+        &mut self,
+        t: Duration,
+        held: Duration,
+        holds: u32,
+        gates: &[GateView],
+    ) -> Result<()> {
+        self.out.line(&Record::Summary {
+            t: t.as_secs_f64(),
+            held: held.as_secs_f64(),
+            holds,
+            gates,
+        })
+    }
+}

@@ -1,0 +1,392 @@
+//! What the idle gates watch (spec idletime §6): foreground activity on a disk or a link, as the
+//! device's counters less the job's own, and the preemption interval each resource gets by
+//! default from its measured service time (the thesis's heuristic, T§4.3.1: p ≈ 10× the service
+//! time).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tact_linux::probe::block_device::BlockDevice;
+use tact_linux::probe::diskstats::{DiskStats, DiskstatsReader};
+use tact_linux::probe::netstats::{NetCounters, NetReader};
+use tact_linux::{ProcId, ProcReader, ProgressMeter, ProgressSource};
+
+/// Foreground bytes above this much in one probe interval count as foreground activity (spec
+/// §6: θ = 4 KiB), so that a stray page of someone's writeback does not hold the job.
+pub const THETA_BYTES: u64 = 4096;
+
+/// How long the job's own written bytes may take to reach the disk: the kernel writes dirty pages
+/// back after `dirty_expire_centisecs` (30 s) at the next flusher wakeup (5 s later at most).
+const WRITEBACK_WINDOW: Duration = Duration::from_secs(35);
+
+/// The preemption interval's bounds when derived from a measured service time: below 10 ms the
+/// 1 ms probe could not resolve a tenth of it, and above 1 s a background job would starve on
+/// any disk in use.
+const MIN_DEFAULT_PI: Duration = Duration::from_millis(10);
+const MAX_DEFAULT_PI: Duration = Duration::from_secs(1);
+
+/// The service time assumed for a disk whose counters measured none (the thesis's disk was
+/// 20 ms; a 10 ms disk gives the 100 ms most of its figures favour).
+const UNMEASURED_DISK_SERVICE: Duration = Duration::from_millis(10);
+
+/// The network PI when nothing better is known: a local link serves a frame in microseconds,
+/// and a foreground TCP flow needs p ≥ its RTT (spec §5), which tact cannot see from outside;
+/// 10 ms covers LAN round trips and is ten probe intervals.
+pub const DEFAULT_NET_PI: Duration = Duration::from_millis(10);
+
+/// A default preemption interval and the reason for it, for the job's log.
+#[derive(Debug, Clone)]
+pub struct DefaultPi {
+    pub pi: Duration,
+    /// The service time it came from, when one was measured.
+    pub service: Option<Duration>,
+    pub why: String,
+}
+
+/// The default PI of a disk: ten times its mean service time since boot (`io_ticks` over
+/// completed requests in `/proc/diskstats`), within [10 ms, 1 s].
+pub fn disk_default_pi(stats: &[DiskStats]) -> DefaultPi {
+    let ops: u64 = stats.iter().map(|s| s.reads + s.writes).sum();
+    let busy_ms: u64 = stats.iter().map(|s| s.io_ticks_ms).sum();
+    if ops == 0 || busy_ms == 0 {
+        return DefaultPi {
+            pi: UNMEASURED_DISK_SERVICE * 10,
+            service: None,
+            why: format!(
+                "10x an assumed {} service time: the disk has no completed requests to measure",
+                fmt_ms(UNMEASURED_DISK_SERVICE)
+            ),
+        };
+    }
+    let service = Duration::from_secs_f64(busy_ms as f64 / 1000.0 / ops as f64);
+    let pi = (service * 10).clamp(MIN_DEFAULT_PI, MAX_DEFAULT_PI);
+    let clamp = if pi == service * 10 {
+        ""
+    } else if pi == MIN_DEFAULT_PI {
+        ", raised to the 10ms floor"
+    } else {
+        ", capped at 1s"
+    };
+    DefaultPi {
+        pi,
+        service: Some(service),
+        why: format!(
+            "10x the disk's mean service time {} (busy time per request in /proc/diskstats){clamp}",
+            fmt_ms(service)
+        ),
+    }
+}
+
+/// The default PI of a link.
+pub fn net_default_pi() -> DefaultPi {
+    DefaultPi {
+        pi: DEFAULT_NET_PI,
+        service: None,
+        why:
+            "a frame takes microseconds, and a foreground TCP flow needs at least its round trip, \
+              which tact cannot measure from outside: 10ms covers LAN round trips"
+                .into(),
+    }
+}
+
+/// `12.5ms` / `120ms` / `1.2s`, for the job's log.
+pub fn fmt_ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    match ms {
+        0.0 => "0ms".into(),
+        ms if ms >= 1000.0 => format!("{:.1}s", ms / 1000.0),
+        ms if ms >= 10.0 => format!("{ms:.0}ms"),
+        ms => format!("{ms:.2}ms"),
+    }
+}
+
+/// The job's own bytes not yet seen on the device: `/proc/PID/io` charges a written page when it
+/// is dirtied and a read when it is issued, the device counts both when they complete, up to
+/// half a minute later for buffered writes. Device bytes are matched against this first, oldest
+/// first; bytes that never reach the device (a file deleted before writeback) expire after the
+/// writeback window.
+#[derive(Debug, Default)]
+pub struct OwnLedger {
+    pending: VecDeque<(Instant, u64)>,
+}
+
+impl OwnLedger {
+    /// Records `own` bytes of the job at `now` and returns how many of the device's `device`
+    /// bytes are left once the job's are taken out: the foreground's.
+    pub fn foreground(&mut self, now: Instant, own: u64, device: u64) -> u64 {
+        while self
+            .pending
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > WRITEBACK_WINDOW)
+        {
+            self.pending.pop_front();
+        }
+        if own > 0 {
+            self.pending.push_back((now, own));
+        }
+        let mut left = device;
+        while left > 0 {
+            let Some(front) = self.pending.front_mut() else {
+                break;
+            };
+            let take = front.1.min(left);
+            front.1 -= take;
+            left -= take;
+            if front.1 == 0 {
+                self.pending.pop_front();
+            }
+        }
+        left
+    }
+}
+
+/// What one probe of a resource saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Probe {
+    /// Bytes the device moved in the interval.
+    pub device: u64,
+    /// Of those, the foreground's (after taking out the job's own).
+    pub foreground: u64,
+}
+
+impl Probe {
+    pub fn fg_active(&self) -> bool {
+        self.foreground > THETA_BYTES
+    }
+}
+
+/// Foreground I/O on the whole disks under a device.
+pub struct DiskWatch {
+    reader: DiskstatsReader,
+    disks: Vec<String>,
+    last: Vec<DiskStats>,
+    own: ProgressMeter,
+    last_own: f64,
+    ledger: OwnLedger,
+}
+
+impl DiskWatch {
+    /// Starts watching the disks under `device`; `members` are the processes whose I/O is the
+    /// job's own at this moment.
+    pub fn new(device: &BlockDevice, members: &[ProcId]) -> Result<DiskWatch> {
+        let reader = DiskstatsReader::new();
+        let disks = if device.disks.is_empty() {
+            vec![device.name.clone()]
+        } else {
+            device.disks.clone()
+        };
+        let last = read_disks(&reader, &disks)?;
+        let mut own = ProgressMeter::new(ProcReader::new(), vec![ProgressSource::IoStorage]);
+        let last_own = own.sample(members)?[0];
+        Ok(DiskWatch {
+            reader,
+            disks,
+            last,
+            own,
+            last_own,
+            ledger: OwnLedger::default(),
+        })
+    }
+
+    /// The samples the watch started from (for the default PI).
+    pub fn baseline(&self) -> &[DiskStats] {
+        &self.last
+    }
+
+    /// The disks' activity since the last probe, less the job's own (`members`: the job's tree
+    /// now, and tact itself, whose log lands on some disk too).
+    pub fn probe(&mut self, now: Instant, members: &[ProcId]) -> Result<Probe> {
+        let stats = read_disks(&self.reader, &self.disks)?;
+        let device: u64 = stats
+            .iter()
+            .zip(&self.last)
+            .map(|(s, l)| s.since(l).bytes())
+            .sum();
+        self.last = stats;
+        let own_total = self.own.sample(members)?[0];
+        let own = (own_total - self.last_own).max(0.0) as u64;
+        self.last_own = own_total;
+        Ok(Probe {
+            device,
+            foreground: self.ledger.foreground(now, own, device),
+        })
+    }
+}
+
+fn read_disks(reader: &DiskstatsReader, disks: &[String]) -> Result<Vec<DiskStats>> {
+    disks
+        .iter()
+        .map(|d| reader.read(d).map_err(anyhow::Error::from))
+        .collect()
+}
+
+/// Where the job's own traffic on the watched interface comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnTraffic {
+    /// The job has a network namespace of its own: its interfaces' counters are exactly its
+    /// traffic (behind a veth that the watched interface forwards).
+    Namespace(i32),
+    /// No exact source: the job's own packets count as foreground.
+    Unknown,
+}
+
+/// Foreground traffic on one interface (rx + tx: ACK-clocked TCP shows as receive traffic).
+pub struct NetWatch {
+    reader: NetReader,
+    iface: String,
+    last: NetCounters,
+    own: OwnTraffic,
+    last_own: NetCounters,
+}
+
+impl NetWatch {
+    pub fn new(iface: &str, job: i32) -> Result<NetWatch> {
+        let reader = NetReader::new();
+        let last = reader.counters(iface)?;
+        let own = if reader.own_namespace(job)? {
+            OwnTraffic::Namespace(job)
+        } else {
+            OwnTraffic::Unknown
+        };
+        let last_own = match own {
+            OwnTraffic::Namespace(pid) => reader.job_counters(pid)?,
+            OwnTraffic::Unknown => NetCounters::default(),
+        };
+        Ok(NetWatch {
+            reader,
+            iface: iface.to_string(),
+            last,
+            own,
+            last_own,
+        })
+    }
+
+    pub fn own(&self) -> OwnTraffic {
+        self.own
+    }
+
+    pub fn probe(&mut self) -> Result<Probe> {
+        let now = self.reader.counters(&self.iface)?;
+        let device = now.since(&self.last).bytes();
+        self.last = now;
+        let own = match self.own {
+            OwnTraffic::Namespace(pid) => match self.reader.job_counters(pid) {
+                Ok(c) => {
+                    let d = c.since(&self.last_own).bytes();
+                    self.last_own = c;
+                    d
+                }
+                // The root left; what is left of the job shares its namespace, but tact can no
+                // longer name it, so its traffic counts as foreground from here on.
+                Err(_) => {
+                    self.own = OwnTraffic::Unknown;
+                    0
+                }
+            },
+            OwnTraffic::Unknown => 0,
+        };
+        Ok(Probe {
+            device,
+            foreground: device.saturating_sub(own),
+        })
+    }
+}
+
+/// The interface of the default route (`/proc/net/route`, destination 0), for `--idle net`.
+pub fn default_route_interface() -> Result<String> {
+    let path = "/proc/net/route";
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    parse_default_route(&text).with_context(|| {
+        format!("{path} has no default route; name the interface: --idle net:INTERFACE")
+    })
+}
+
+fn parse_default_route(text: &str) -> Option<String> {
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 2 && f[1] == "00000000").then(|| f[0].to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disk(reads: u64, writes: u64, io_ticks_ms: u64) -> DiskStats {
+        DiskStats {
+            major: 8,
+            minor: 0,
+            name: "sda".into(),
+            reads,
+            sectors_read: 0,
+            writes,
+            sectors_written: 0,
+            in_flight: 0,
+            io_ticks_ms,
+            time_in_queue_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_disk_pi_is_ten_service_times_within_bounds() {
+        // 2000 ms busy over 100 requests: 20 ms each, p = 200 ms (the thesis's disk).
+        let d = disk_default_pi(&[disk(60, 40, 2000)]);
+        assert_eq!(d.pi, Duration::from_millis(200));
+        assert_eq!(d.service, Some(Duration::from_millis(20)));
+        assert!(d.why.contains("20ms"), "{}", d.why);
+        // An SSD: 0.1 ms per request would give 1 ms, below what the probe resolves.
+        let d = disk_default_pi(&[disk(10_000, 0, 1000)]);
+        assert_eq!(d.pi, MIN_DEFAULT_PI);
+        assert!(d.why.contains("floor"), "{}", d.why);
+        // A very slow device is capped.
+        assert_eq!(disk_default_pi(&[disk(1, 0, 500)]).pi, MAX_DEFAULT_PI);
+        // Nothing measured.
+        let d = disk_default_pi(&[disk(0, 0, 0)]);
+        assert_eq!((d.pi, d.service), (Duration::from_millis(100), None));
+    }
+
+    #[test]
+    fn the_ledger_takes_the_jobs_bytes_out_when_they_reach_the_device() {
+        let t0 = Instant::now();
+        let mut l = OwnLedger::default();
+        // The job dirties 1 MB; nothing reaches the disk yet.
+        assert_eq!(l.foreground(t0, 1 << 20, 0), 0);
+        // Writeback of 1 MB later is the job's, plus 8 KiB of someone else's.
+        let t1 = t0 + Duration::from_secs(5);
+        assert_eq!(l.foreground(t1, 0, (1 << 20) + 8192), 8192);
+        // Nothing of the job's is left to mask the next foreground bytes.
+        assert_eq!(l.foreground(t1, 0, 512), 512);
+        // Bytes that never reach the disk stop masking the foreground after the window.
+        l.foreground(t1, 4096, 0);
+        let late = t1 + WRITEBACK_WINDOW + Duration::from_secs(1);
+        assert_eq!(l.foreground(late, 0, 4096), 4096);
+    }
+
+    #[test]
+    fn theta_separates_a_stray_page_from_foreground_io() {
+        let p = |fg| Probe {
+            device: fg,
+            foreground: fg,
+        };
+        assert!(!p(THETA_BYTES).fg_active());
+        assert!(p(THETA_BYTES + 512).fg_active());
+    }
+
+    #[test]
+    fn the_default_route_names_its_interface() {
+        let text = "Iface\tDestination\tGateway\tFlags\n\
+                    eth0\t0000A8C0\t00000000\t0001\n\
+                    eth1\t00000000\t0100A8C0\t0003\n";
+        assert_eq!(parse_default_route(text).as_deref(), Some("eth1"));
+        assert_eq!(parse_default_route("Iface\tDestination\n"), None);
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(fmt_ms(Duration::from_micros(80)), "0.08ms");
+        assert_eq!(fmt_ms(Duration::from_millis(40)), "40ms");
+        assert_eq!(fmt_ms(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(fmt_ms(Duration::ZERO), "0ms");
+    }
+}

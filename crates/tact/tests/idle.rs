@@ -1,0 +1,357 @@
+//! `tact run --idle`: idletime scheduling of unmodified programs, on real processes, disks and
+//! links. Every wait is generous and every assertion is about states and orderings: other
+//! processes use the same disk, so the gate may hold the job at any time, but it must hold it
+//! while our foreground runs and let it run again once the foreground is gone.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::Signal;
+use tact_linux::ProcReader;
+
+/// Writes 64 KiB blocks with O_DIRECT over the first 4 MiB of a file (no page cache, no growth,
+/// no journal traffic per write) for `secs` seconds, sleeping `pause` between writes.
+fn direct_writer(path: &Path, secs: f64, pause: f64) -> Vec<String> {
+    let script = format!(
+        "import mmap, os, time\n\
+         fd = os.open({path:?}, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)\n\
+         buf = mmap.mmap(-1, 65536); buf.write(b'x' * 65536)\n\
+         end = time.monotonic() + {secs}; i = 0\n\
+         while time.monotonic() < end:\n\
+         \x20   os.pwrite(fd, buf, (i % 64) * 65536); i += 1\n\
+         \x20   if {pause} > 0: time.sleep({pause})\n",
+        path = path.display().to_string()
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
+/// Sends 1400-byte UDP datagrams to a closed port on 127.0.0.1 as fast as it can for `secs`.
+fn udp_sender(secs: f64) -> Vec<String> {
+    let script = format!(
+        "import socket, time\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         end = time.monotonic() + {secs}\n\
+         while time.monotonic() < end:\n\
+         \x20   try: s.sendto(b'x' * 1400, ('127.0.0.1', 9))\n\
+         \x20   except OSError: pass\n"
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
+fn spawn(cmd: &[String]) -> Child {
+    Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `tact run` with `args`, isolated crash records, and its JSON log in `dir`.
+fn start_tact(dir: &Path, args: &[&str], cmd: &[String]) -> (Child, PathBuf) {
+    let log = dir.join("idle.jsonl");
+    let child = tact()
+        .env("TACT_RUNTIME_DIR", dir.join("runtime"))
+        // No daemon: the job runs on its own.
+        .env("TACT_SOCKET", dir.join("no-daemon.sock"))
+        .current_dir(dir)
+        .arg("run")
+        .args(args)
+        .arg("--json-log")
+        .arg(&log)
+        .arg("--")
+        .args(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, log)
+}
+
+fn log_lines(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `held` / `released` events of a log, as (t, kind), in order.
+fn transitions(log: &Path) -> Vec<(f64, String)> {
+    log_lines(log)
+        .into_iter()
+        .filter(|v| v["kind"] == "held" || v["kind"] == "released")
+        .map(|v| {
+            (
+                v["t"].as_f64().unwrap(),
+                v["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The root of the job tact runs: its child that is not the guard.
+fn job_of(tact_pid: i32) -> Option<i32> {
+    let r = ProcReader::new();
+    r.children(tact_pid)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|&c| {
+            r.cmdline(c)
+                .map(|a| !a.iter().any(|x| x == "__guard"))
+                .unwrap_or(false)
+        })
+}
+
+fn stopped(pid: i32) -> bool {
+    any_stopped(&[pid])
+}
+
+/// Bytes the job has written (`write_bytes` of /proc/PID/io).
+fn written(pid: i32) -> u64 {
+    ProcReader::new()
+        .io(pid)
+        .map(|io| io.write_bytes)
+        .unwrap_or(0)
+}
+
+/// The tact run's start time on its log's clock.
+fn log_now(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64()
+}
+
+/// Samples `pid` every 10 ms while `fg` runs; returns how many samples found it stopped.
+fn stopped_while(pid: i32, fg: &mut Child, limit: Duration) -> u32 {
+    let start = Instant::now();
+    let mut n = 0;
+    while fg.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < limit, "the foreground ran too long");
+        n += u32::from(stopped(pid));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    n
+}
+
+/// Kills the job; tact exits with its status, leaves nothing stopped, and returns its stderr.
+fn finish(mut tact: Child, job: i32) -> String {
+    kill_tree(job);
+    let status = tact.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL));
+    assert!(!any_stopped(&tree(job)));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut tact.stderr.take().unwrap(), &mut err).unwrap();
+    err
+}
+
+#[test]
+fn idle_cpu_puts_every_thread_and_later_children_in_sched_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    // The child is forked a second after tact set the policy: it must inherit it.
+    let cmd: Vec<String> = ["sh", "-c", "sleep 1; sleep 60 & wait"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (tact, log) = start_tact(dir.path(), &["--idle", "cpu"], &cmd);
+    let tact_pid = tact.id() as i32;
+    wait_for(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid).is_some()
+    });
+    let job = job_of(tact_pid).unwrap();
+    wait_for(Duration::from_secs(30), "the later child", || {
+        children_matching(job, "sleep 60").len() == 1
+    });
+    let child = children_matching(job, "sleep 60")[0];
+    for pid in [job, child] {
+        let policy = nix_policy(pid);
+        assert_eq!(
+            policy,
+            libc::SCHED_IDLE,
+            "process {pid} has policy {policy}"
+        );
+    }
+    let start = &log_lines(&log)[0];
+    assert_eq!(start["kind"], "start");
+    assert_eq!(start["cpu"], true);
+    let err = finish(tact, job);
+    assert!(err.contains("SCHED_IDLE"), "{err}");
+}
+
+fn nix_policy(pid: i32) -> i32 {
+    // SAFETY: sched_getscheduler only reads.
+    unsafe { libc::sched_getscheduler(pid) }
+}
+
+#[test]
+fn idle_disk_holds_the_job_while_the_foreground_writes_and_releases_it_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let bg = direct_writer(&dir.path().join("bg.dat"), 600.0, 0.002);
+    let started = Instant::now();
+    let (tact, log) = start_tact(dir.path(), &["--idle", "disk:/", "--preempt", "20ms"], &bg);
+    let tact_pid = tact.id() as i32;
+    wait_for(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid).is_some()
+    });
+    let job = job_of(tact_pid).unwrap();
+    // The foreground: 3 s of O_DIRECT writes to the same disk, without pauses.
+    let fg_began = log_now(started);
+    let mut fg = spawn(&direct_writer(&dir.path().join("fg.dat"), 3.0, 0.0));
+    let held_samples = stopped_while(job, &mut fg, Duration::from_secs(120));
+    let fg_ended = log_now(started);
+    assert!(
+        held_samples > 0,
+        "the job never stopped while the foreground wrote"
+    );
+    let held_during_fg = transitions(&log)
+        .iter()
+        .any(|(t, k)| k == "held" && *t >= fg_began - 0.5 && *t <= fg_ended + 0.5);
+    assert!(
+        held_during_fg,
+        "no hold in the log during the foreground: {:?}",
+        transitions(&log)
+    );
+    // Once the foreground is gone the job runs again and writes.
+    let before = written(job);
+    wait_for(Duration::from_secs(60), "the job to write again", || {
+        !stopped(job) && written(job) > before + (1 << 20)
+    });
+    assert!(transitions(&log)
+        .iter()
+        .any(|(t, k)| k == "released" && *t >= fg_ended - 0.5));
+    let err = finish(tact, job);
+    assert!(
+        err.contains("preemption interval 20ms (--preempt)"),
+        "{err}"
+    );
+    assert!(err.contains("held"), "{err}");
+    let summary = log_lines(&log).pop().unwrap();
+    assert_eq!(summary["kind"], "summary");
+    assert!(summary["holds"].as_u64().unwrap() >= 1);
+    assert!(summary["gates"][0]["resource"]
+        .as_str()
+        .unwrap()
+        .starts_with("disk:"));
+    assert!(summary["gates"][0]["fg_bytes"].as_u64().unwrap() > 1 << 20);
+}
+
+#[test]
+fn idle_net_holds_the_job_while_foreground_traffic_flows_on_lo() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tact, log) = start_tact(
+        dir.path(),
+        &["--idle", "net:lo", "--preempt", "50ms"],
+        &["sleep".to_string(), "600".to_string()],
+    );
+    let tact_pid = tact.id() as i32;
+    wait_for(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid).is_some()
+    });
+    let job = job_of(tact_pid).unwrap();
+    let mut fg = spawn(&udp_sender(3.0));
+    let held_samples = stopped_while(job, &mut fg, Duration::from_secs(120));
+    assert!(
+        held_samples > 0,
+        "the job never stopped while traffic flowed"
+    );
+    wait_for(Duration::from_secs(60), "the job to run again", || {
+        !stopped(job)
+    });
+    let t = transitions(&log);
+    let first_hold = t.iter().position(|(_, k)| k == "held").expect("a hold");
+    assert!(
+        t[first_hold..].iter().any(|(_, k)| k == "released"),
+        "{t:?}"
+    );
+    let held = log_lines(&log)
+        .into_iter()
+        .find(|v| v["kind"] == "held")
+        .unwrap();
+    assert_eq!(held["by"][0]["resource"], "net:lo");
+    assert!(held["by"][0]["fg_bytes"].as_u64().unwrap() > 4096);
+    finish(tact, job);
+}
+
+#[test]
+fn sigkill_of_tact_while_the_job_is_held_resumes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A PI of a minute: once held, the job stays held until tact is gone.
+    let (mut tact, _log) = start_tact(
+        dir.path(),
+        &["--idle", "net:lo", "--preempt", "60s"],
+        &["sleep".to_string(), "600".to_string()],
+    );
+    let tact_pid = tact.id() as i32;
+    wait_for(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid).is_some()
+    });
+    let job = job_of(tact_pid).unwrap();
+    let mut fg = spawn(&udp_sender(2.0));
+    wait_for(Duration::from_secs(60), "the job to be held", || {
+        stopped(job)
+    });
+    fg.wait().unwrap();
+    assert!(stopped(job), "released within the 60 s PI");
+    kill(tact_pid, Signal::SIGKILL);
+    tact.wait().unwrap();
+    wait_for(
+        Duration::from_secs(20),
+        "the guard to resume the job",
+        || !stopped(job),
+    );
+    kill_tree(job);
+}
+
+#[test]
+fn a_zero_pi_is_accepted_and_bad_input_gets_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        tact()
+            .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+            .arg("run")
+            .args(args)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let ok = run(&["--idle", "disk:/", "--preempt", "0ms"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stderr).contains("priority queue"));
+    for (args, needle) in [
+        (&["--idle", "gpu"][..], "unknown resource `gpu`"),
+        (
+            &["--idle", "disk:nosuchdisk"][..],
+            "unknown block device `nosuchdisk`",
+        ),
+        (
+            &["--idle", "net:nosuch0"][..],
+            "unknown network interface `nosuch0`",
+        ),
+        (
+            &["--idle", "disk", "--preempt", "-5ms"][..],
+            "cannot be negative",
+        ),
+        (
+            &["--idle", "disk", "--preempt", "soon"][..],
+            "`soon` is not a duration",
+        ),
+        (&["--preempt", "5ms"][..], "--idle"),
+    ] {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        // One line says what is wrong (clap adds a usage hint after it).
+        let first = err.lines().next().unwrap();
+        assert!(
+            first.starts_with("tact: ") || first.starts_with("error: "),
+            "{args:?}: {err}"
+        );
+    }
+}
