@@ -13,7 +13,12 @@ Let background work use what important work leaves idle.
 tact watches a low-importance job's own progress (bytes it reads and writes, CPU time, or a counter
 it keeps) and suspends it whenever that progress slows down, which is the sign that it is competing
 with something more important for a disk, the CPU or memory. The target rate is calibrated
-automatically; nothing needs tuning. This is MS Manners / BeNice (Douceur & Bolosky, SOSP 1999).";
+automatically; nothing needs tuning. This is MS Manners / BeNice (Douceur & Bolosky, SOSP 1999).
+
+The other commands: `tact run --idle` lets a job use a CPU, disk or link only after the foreground
+has left it idle for a preemption interval (idletime scheduling); `tact share` divides the CPU
+among jobs in given proportions (ALPS); `tact tune` runs as many of a program's jobs at once as
+give the best throughput (TCC).";
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -58,7 +63,8 @@ on its old scheduling policy).";
 #[derive(Debug, Parser)]
 #[command(name = "tact", version, about = ABOUT, long_about = LONG_ABOUT)]
 pub struct Cli {
-    /// Print each testpoint's verdict on stderr.
+    /// Print decisions on stderr as they happen: verdicts of polite jobs, idle gates holding and
+    /// releasing, the concurrency controller's transitions.
     #[arg(short, long, global = true)]
     pub verbose: bool,
     #[command(subcommand)]
