@@ -273,6 +273,157 @@ fn idle_net_holds_the_job_while_foreground_traffic_flows_on_lo() {
     finish(tact, job);
 }
 
+/// Two network namespaces joined by a veth pair, deleted (with the pair) on drop.
+struct NetnsPair {
+    /// Where tact runs, and the end of the pair it watches.
+    outer: String,
+    outer_if: String,
+    /// Where the job moves to.
+    inner: String,
+}
+
+impl NetnsPair {
+    fn new() -> NetnsPair {
+        let id = std::process::id();
+        let pair = NetnsPair {
+            outer: format!("tact-test-idle-out-{id}"),
+            outer_if: format!("tto{id}"),
+            inner: format!("tact-test-idle-in-{id}"),
+        };
+        let inner_if = format!("tti{id}");
+        pair.ip(&["netns", "add", &pair.outer]);
+        pair.ip(&["netns", "add", &pair.inner]);
+        let (o, i) = (&pair.outer, &pair.inner);
+        pair.ip(&[
+            "-n",
+            o,
+            "link",
+            "add",
+            &pair.outer_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+        ]
+        .into_iter()
+        .chain([inner_if.as_str(), "netns", i])
+        .collect::<Vec<_>>());
+        pair.ip(&[
+            "-n",
+            o,
+            "addr",
+            "add",
+            "10.99.0.1/24",
+            "dev",
+            &pair.outer_if,
+        ]);
+        pair.ip(&["-n", i, "addr", "add", "10.99.0.2/24", "dev", &inner_if]);
+        pair.ip(&["-n", o, "link", "set", &pair.outer_if, "up"]);
+        pair.ip(&["-n", i, "link", "set", &inner_if, "up"]);
+        pair
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        for ns in [&self.outer, &self.inner] {
+            Command::new("ip").args(["netns", "del", ns]).output().ok();
+        }
+    }
+}
+
+#[test]
+fn a_job_that_moves_to_its_own_namespace_after_it_starts_is_not_its_own_foreground() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: creating network namespaces needs root");
+        return;
+    }
+    let pair = NetnsPair::new();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("idle.jsonl");
+    // The job floods the veth toward tact's namespace, but only after `ip netns exec` has moved
+    // it: tact sees it in its own namespace at the start. Its traffic is all there is on the
+    // watched interface, so every hold would be the job holding itself.
+    let sender = "import socket, time\n\
+                  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                  end = time.monotonic() + 600\n\
+                  while time.monotonic() < end:\n\
+                  \x20   try: s.sendto(b'x' * 1400, ('10.99.0.1', 9))\n\
+                  \x20   except OSError: pass\n";
+    let job = format!(
+        "sleep 0.3; exec ip netns exec {} python3 -c \"{sender}\"",
+        pair.inner
+    );
+    let tact = Command::new("ip")
+        .args(["netns", "exec", &pair.outer])
+        .arg(env!("CARGO_BIN_EXE_tact"))
+        .env_remove("TACT_LOG")
+        .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+        .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+        .current_dir(dir.path())
+        .args(["run", "--idle"])
+        .arg(format!("net:{}", pair.outer_if))
+        .args(["--preempt", "50ms", "--json-log"])
+        .arg(&log)
+        .args(["--", "sh", "-c", &job])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `ip netns exec` execs tact in place.
+    let tact_pid = tact.id() as i32;
+    wait_for(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid).is_some()
+    });
+    let job = job_of(tact_pid).unwrap();
+    wait_for(Duration::from_secs(60), "tact to notice the move", || {
+        log_lines(&log).iter().any(|v| v["kind"] == "netns")
+    });
+    let moved = log_lines(&log)
+        .into_iter()
+        .find(|v| v["kind"] == "netns")
+        .unwrap();
+    assert_eq!(moved["own"], true, "{moved}");
+    // Three seconds of the job's flood, all of it on the watched interface.
+    let sent = |pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/dev"))
+            .unwrap_or_default()
+            .contains("tti")
+    };
+    wait_for(
+        Duration::from_secs(60),
+        "the job to run in its namespace",
+        || sent(job),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let held: Vec<_> = transitions(&log)
+        .into_iter()
+        .filter(|(_, k)| k == "held")
+        .collect();
+    assert!(held.is_empty(), "the job held itself: {held:?}");
+    let counters = log_lines(&log)
+        .into_iter()
+        .rev()
+        .find(|v| v["kind"] == "counters")
+        .expect("a counters line");
+    // Stray frames of the pair's own (IPv6 neighbour discovery) may count; the flood may not.
+    let fg = counters["gates"][0]["fg_bytes"].as_u64().unwrap();
+    assert!(fg < 64 << 10, "{counters}");
+    let err = finish(tact, job);
+    assert!(
+        err.contains("moved to a network namespace of its own"),
+        "{err}"
+    );
+}
+
 #[test]
 fn sigkill_of_tact_while_the_job_is_held_resumes_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -306,17 +457,21 @@ fn sigkill_of_tact_while_the_job_is_held_resumes_it() {
 #[test]
 fn a_zero_pi_is_accepted_and_bad_input_gets_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
+    let run_cmd = |args: &[&str], cmd: &[&str]| {
         tact()
             .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
             .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
             .arg("run")
             .args(args)
-            .args(["--", "true"])
+            .arg("--")
+            .args(cmd)
             .output()
             .unwrap()
     };
-    let ok = run(&["--idle", "disk:/", "--preempt", "0ms"]);
+    let run = |args: &[&str]| run_cmd(args, &["true"]);
+    // A command that outlives tact's setup: one that exits before tact attaches needs no gate,
+    // and tact says nothing about one.
+    let ok = run_cmd(&["--idle", "disk:/", "--preempt", "0ms"], &["sleep", "2"]);
     assert!(
         ok.status.success(),
         "{}",

@@ -261,7 +261,8 @@ impl IdleJob {
                             "tact: {label}: the job shares tact's network namespace, so its own \
                              traffic on {iface} counts as foreground: a job that uses {iface} \
                              itself is held for a PI after each of its bursts. Run it in a \
-                             network namespace of its own for an exact count"
+                             network namespace of its own for an exact count (tact notices when \
+                             it moves to one)"
                         );
                     }
                     (Watch::Net(w), net_default_pi())
@@ -409,7 +410,27 @@ impl IdleJob {
         for w in &mut self.watched {
             let probe = match &mut w.watch {
                 Watch::Disk(d) => d.probe(now, &members)?,
-                Watch::Net(n) => n.probe()?,
+                Watch::Net(n) => {
+                    if let Some(own) = n.recheck()? {
+                        let own_ns = own != OwnTraffic::Unknown;
+                        eprintln!(
+                            "tact: t={:.2}s {}: {}",
+                            t.as_secs_f64(),
+                            w.label,
+                            if own_ns {
+                                "the job moved to a network namespace of its own: its traffic \
+                                 there no longer counts as foreground"
+                            } else {
+                                "the job is in tact's network namespace now: its traffic counts \
+                                 as foreground"
+                            }
+                        );
+                        if let Some(log) = &mut self.log {
+                            log.netns(t, &w.label, own_ns)?;
+                        }
+                    }
+                    n.probe(now)?
+                }
             };
             w.fg_bytes += probe.foreground;
             if !w.gate.poll(t, probe.fg_active(), true) {

@@ -99,6 +99,12 @@ enum Record<'a> {
         resource: &'a str,
         pi: f64,
     },
+    Netns {
+        t: f64,
+        resource: &'a str,
+        /// Whether the job now has a network namespace of its own.
+        own: bool,
+    },
     Counters {
         t: f64,
         held: bool,
@@ -156,6 +162,14 @@ impl IdleLog {
             t: t.as_secs_f64(),
             resource,
             pi: pi.as_secs_f64(),
+        })
+    }
+
+    pub fn netns(&mut self, t: Duration, resource: &str, own: bool) -> Result<()> {
+        self.out.line(&Record::Netns {
+            t: t.as_secs_f64(),
+            resource,
+            own,
         })
     }
 

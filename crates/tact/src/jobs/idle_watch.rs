@@ -12,13 +12,22 @@ use tact_linux::probe::diskstats::{DiskStats, DiskstatsReader};
 use tact_linux::probe::netstats::{NetCounters, NetReader};
 use tact_linux::{ProcId, ProcReader, ProgressMeter, ProgressSource};
 
-/// Foreground bytes above this much in one probe interval count as foreground activity (spec
-/// §6: θ = 4 KiB), so that a stray page of someone's writeback does not hold the job.
+/// Foreground bytes of this much or more in one probe interval count as foreground activity
+/// (spec §6: θ = 4 KiB) while some of the job's own bytes are still unmatched: the match is only
+/// as good as `/proc/PID/io`'s account, so a sliver of residual may be the job's. Inclusive, so
+/// that one single-page request is seen: a probe every millisecond rarely sees two at once, and
+/// with "above θ" a foreground of 4 KiB random reads never held the job (bench/idle).
 pub const THETA_BYTES: u64 = 4096;
 
 /// How long the job's own written bytes may take to reach the disk: the kernel writes dirty pages
 /// back after `dirty_expire_centisecs` (30 s) at the next flusher wakeup (5 s later at most).
 const WRITEBACK_WINDOW: Duration = Duration::from_secs(35);
+
+/// How long the job's own packets may take from its namespace to the watched interface: the
+/// queue of the bottleneck between them (tbf's `latency`, a codel target of 5 ms, a bloated FIFO
+/// of some 100 ms) delays them, and what has not shown up by then was dropped or went out another
+/// way. Short, because until they expire such bytes mask the same amount of foreground.
+const NET_CARRY_WINDOW: Duration = Duration::from_millis(200);
 
 /// The preemption interval's bounds when derived from a measured service time: below 10 ms the
 /// 1 ms probe could not resolve a tenth of it, and above 1 s a background job would starve on
@@ -101,30 +110,52 @@ pub fn fmt_ms(d: Duration) -> String {
     }
 }
 
-/// The job's own bytes not yet seen on the device: `/proc/PID/io` charges a written page when it
-/// is dirtied and a read when it is issued, the device counts both when they complete, up to
-/// half a minute later for buffered writes. Device bytes are matched against this first, oldest
-/// first; bytes that never reach the device (a file deleted before writeback) expire after the
-/// writeback window.
-#[derive(Debug, Default)]
+/// The job's own bytes not yet seen on the device. On a disk, `/proc/PID/io` charges a written
+/// page when it is dirtied and a read when it is issued, the device counts both when they
+/// complete, up to half a minute later for buffered writes. On a link, the job's namespace counts
+/// a packet when it leaves, the watched interface when the bottleneck's queue releases it. Device
+/// bytes are matched against this first, oldest first, so the job's bytes count against the
+/// device in whichever later probe they show up; bytes that never reach the device (a file
+/// deleted before writeback, a packet dropped) expire after the window.
+#[derive(Debug)]
 pub struct OwnLedger {
+    window: Duration,
     pending: VecDeque<(Instant, u64)>,
 }
 
+/// What is left of a probe's device bytes once the job's are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Residual {
+    /// The device bytes that are not the job's: the foreground's.
+    pub foreground: u64,
+    /// Whether any of the job's bytes were unmatched before this probe or charged in it. When
+    /// none were, every device byte of the interval is someone else's.
+    pub own_outstanding: bool,
+}
+
 impl OwnLedger {
-    /// Records `own` bytes of the job at `now` and returns how many of the device's `device`
-    /// bytes are left once the job's are taken out: the foreground's.
-    pub fn foreground(&mut self, now: Instant, own: u64, device: u64) -> u64 {
+    /// A ledger whose entries expire `window` after they were charged.
+    pub fn new(window: Duration) -> OwnLedger {
+        OwnLedger {
+            window,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// Records `own` bytes of the job at `now` and takes the job's out of the device's `device`
+    /// bytes.
+    pub fn foreground(&mut self, now: Instant, own: u64, device: u64) -> Residual {
         while self
             .pending
             .front()
-            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > WRITEBACK_WINDOW)
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > self.window)
         {
             self.pending.pop_front();
         }
         if own > 0 {
             self.pending.push_back((now, own));
         }
+        let own_outstanding = !self.pending.is_empty();
         let mut left = device;
         while left > 0 {
             let Some(front) = self.pending.front_mut() else {
@@ -137,7 +168,10 @@ impl OwnLedger {
                 self.pending.pop_front();
             }
         }
-        left
+        Residual {
+            foreground: left,
+            own_outstanding,
+        }
     }
 }
 
@@ -148,11 +182,15 @@ pub struct Probe {
     pub device: u64,
     /// Of those, the foreground's (after taking out the job's own).
     pub foreground: u64,
+    /// Whether `foreground` is exact: nothing of the job's could be in it.
+    pub exact: bool,
 }
 
 impl Probe {
+    /// Whether the probe saw foreground activity: any residual when it is exact (a foreground
+    /// request of a single sector while the job has nothing in flight), θ or more otherwise.
     pub fn fg_active(&self) -> bool {
-        self.foreground > THETA_BYTES
+        self.foreground >= THETA_BYTES || (self.exact && self.foreground > 0)
     }
 }
 
@@ -185,7 +223,7 @@ impl DiskWatch {
             last,
             own,
             last_own,
-            ledger: OwnLedger::default(),
+            ledger: OwnLedger::new(WRITEBACK_WINDOW),
         })
     }
 
@@ -207,9 +245,11 @@ impl DiskWatch {
         let own_total = self.own.sample(members)?[0];
         let own = (own_total - self.last_own).max(0.0) as u64;
         self.last_own = own_total;
+        let residual = self.ledger.foreground(now, own, device);
         Ok(Probe {
             device,
-            foreground: self.ledger.foreground(now, own, device),
+            foreground: residual.foreground,
+            exact: !residual.own_outstanding,
         })
     }
 }
@@ -235,41 +275,65 @@ pub enum OwnTraffic {
 pub struct NetWatch {
     reader: NetReader,
     iface: String,
+    /// The job's root process, whose namespace is the job's.
+    job: i32,
     last: NetCounters,
     own: OwnTraffic,
     last_own: NetCounters,
+    /// The job's bytes that left its namespace and have not shown on the interface yet.
+    ledger: OwnLedger,
 }
 
 impl NetWatch {
     pub fn new(iface: &str, job: i32) -> Result<NetWatch> {
         let reader = NetReader::new();
         let last = reader.counters(iface)?;
-        let own = if reader.own_namespace(job)? {
-            OwnTraffic::Namespace(job)
-        } else {
-            OwnTraffic::Unknown
-        };
-        let last_own = match own {
-            OwnTraffic::Namespace(pid) => reader.job_counters(pid)?,
-            OwnTraffic::Unknown => NetCounters::default(),
-        };
-        Ok(NetWatch {
+        let mut watch = NetWatch {
             reader,
             iface: iface.to_string(),
+            job,
             last,
-            own,
-            last_own,
-        })
+            own: OwnTraffic::Unknown,
+            last_own: NetCounters::default(),
+            ledger: OwnLedger::new(NET_CARRY_WINDOW),
+        };
+        watch.recheck()?;
+        Ok(watch)
     }
 
     pub fn own(&self) -> OwnTraffic {
         self.own
     }
 
-    pub fn probe(&mut self) -> Result<Probe> {
-        let now = self.reader.counters(&self.iface)?;
-        let device = now.since(&self.last).bytes();
-        self.last = now;
+    /// Looks again whether the job's root has a network namespace of its own (`/proc/PID/ns/net`
+    /// against tact's), and returns the new source of its traffic when that changed. Once is not
+    /// enough: `ip netns exec NS cmd` moves the job only after tact has started it.
+    pub fn recheck(&mut self) -> Result<Option<OwnTraffic>> {
+        let own_ns = match self.reader.own_namespace(self.job) {
+            Ok(own_ns) => own_ns,
+            // The root left: `probe` finds out on its own.
+            Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(own) = switched(self.own, self.job, own_ns) else {
+            return Ok(None);
+        };
+        if let OwnTraffic::Namespace(pid) = own {
+            // The namespace's counters start from here; what it sent before is not the job's.
+            match self.reader.job_counters(pid) {
+                Ok(c) => self.last_own = c,
+                Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.own = own;
+        Ok(Some(own))
+    }
+
+    pub fn probe(&mut self, now: Instant) -> Result<Probe> {
+        let counters = self.reader.counters(&self.iface)?;
+        let device = counters.since(&self.last).bytes();
+        self.last = counters;
         let own = match self.own {
             OwnTraffic::Namespace(pid) => match self.reader.job_counters(pid) {
                 Ok(c) => {
@@ -288,9 +352,23 @@ impl NetWatch {
         };
         Ok(Probe {
             device,
-            foreground: device.saturating_sub(own),
+            foreground: self.ledger.foreground(now, own, device).foreground,
+            // Never exact: a link carries stray frames (ARP, neighbour discovery, a DNS query)
+            // that are not a foreground flow, and θ keeps them from holding the job.
+            exact: false,
         })
     }
+}
+
+/// The source of the job's traffic now that its root is (`own_ns`) or is not in a network
+/// namespace other than tact's, if it differs from `current`.
+fn switched(current: OwnTraffic, job: i32, own_ns: bool) -> Option<OwnTraffic> {
+    let now = if own_ns {
+        OwnTraffic::Namespace(job)
+    } else {
+        OwnTraffic::Unknown
+    };
+    (now != current).then_some(now)
 }
 
 /// The interface of the default route (`/proc/net/route`, destination 0), for `--idle net`.
@@ -349,28 +427,119 @@ mod tests {
     #[test]
     fn the_ledger_takes_the_jobs_bytes_out_when_they_reach_the_device() {
         let t0 = Instant::now();
-        let mut l = OwnLedger::default();
+        let mut l = OwnLedger::new(WRITEBACK_WINDOW);
+        let fg = |r: Residual| r.foreground;
         // The job dirties 1 MB; nothing reaches the disk yet.
-        assert_eq!(l.foreground(t0, 1 << 20, 0), 0);
+        assert_eq!(fg(l.foreground(t0, 1 << 20, 0)), 0);
         // Writeback of 1 MB later is the job's, plus 8 KiB of someone else's.
         let t1 = t0 + Duration::from_secs(5);
-        assert_eq!(l.foreground(t1, 0, (1 << 20) + 8192), 8192);
+        let r = l.foreground(t1, 0, (1 << 20) + 8192);
+        assert_eq!(r.foreground, 8192);
+        assert!(r.own_outstanding, "the job's megabyte was outstanding");
         // Nothing of the job's is left to mask the next foreground bytes.
-        assert_eq!(l.foreground(t1, 0, 512), 512);
+        let r = l.foreground(t1, 0, 512);
+        assert_eq!(
+            r,
+            Residual {
+                foreground: 512,
+                own_outstanding: false
+            }
+        );
         // Bytes that never reach the disk stop masking the foreground after the window.
         l.foreground(t1, 4096, 0);
         let late = t1 + WRITEBACK_WINDOW + Duration::from_secs(1);
-        assert_eq!(l.foreground(late, 0, 4096), 4096);
+        assert_eq!(fg(l.foreground(late, 0, 4096)), 4096);
+    }
+
+    /// One probe of a disk watch: the ledger's residual as `DiskWatch::probe` makes it.
+    fn disk_probe(l: &mut OwnLedger, now: Instant, own: u64, device: u64) -> Probe {
+        let r = l.foreground(now, own, device);
+        Probe {
+            device,
+            foreground: r.foreground,
+            exact: !r.own_outstanding,
+        }
     }
 
     #[test]
-    fn theta_separates_a_stray_page_from_foreground_io() {
+    fn a_lone_page_read_between_two_probes_is_foreground() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
+        let mut l = OwnLedger::new(WRITEBACK_WINDOW);
+        // The job is idle; one 4 KiB foreground read completes between two probes.
+        assert!(!disk_probe(&mut l, t0, 0, 0).fg_active());
+        assert!(disk_probe(&mut l, t0 + ms, 0, 4096).fg_active());
+        // Even a single sector is a request when the job has nothing outstanding.
+        assert!(disk_probe(&mut l, t0 + 2 * ms, 0, 512).fg_active());
+        // The job issues 64 KiB; the foreground's page completes first and is matched against
+        // the job's bytes, so it shows when the job's request completes, a probe later.
+        let p = disk_probe(&mut l, t0 + 3 * ms, 65536, 4096);
+        assert_eq!(p.foreground, 0);
+        let p = disk_probe(&mut l, t0 + 4 * ms, 0, 65536);
+        assert_eq!(p.foreground, 4096);
+        assert!(p.fg_active(), "{p:?}");
+    }
+
+    #[test]
+    fn the_jobs_own_io_is_not_foreground() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
+        let mut l = OwnLedger::new(WRITEBACK_WINDOW);
+        // The job's 4 KiB reads, each issued in one probe and completed in the same or the next.
+        for i in 0..10 {
+            let t = t0 + i * 2 * ms;
+            assert!(!disk_probe(&mut l, t, 4096, 4096).fg_active());
+            assert!(!disk_probe(&mut l, t + ms, 4096, 0).fg_active());
+            assert!(!disk_probe(&mut l, t + ms, 0, 4096).fg_active());
+        }
+        // While the job has bytes outstanding, less than θ of residual may be the ledger's
+        // inexactness (the file system's rounding in the job's name) and does not count.
+        let p = disk_probe(&mut l, t0 + 30 * ms, 8192, 8192 + 1024);
+        assert_eq!((p.foreground, p.exact), (1024, false));
+        assert!(!p.fg_active());
+    }
+
+    #[test]
+    fn theta_is_inclusive() {
         let p = |fg| Probe {
             device: fg,
             foreground: fg,
+            exact: false,
         };
-        assert!(!p(THETA_BYTES).fg_active());
-        assert!(p(THETA_BYTES + 512).fg_active());
+        assert!(!p(THETA_BYTES - 512).fg_active());
+        assert!(p(THETA_BYTES).fg_active());
+    }
+
+    #[test]
+    fn the_jobs_packets_count_in_whichever_probe_they_reach_the_interface() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
+        let mut l = OwnLedger::new(NET_CARRY_WINDOW);
+        // A 64 KiB burst leaves the job's namespace; the bottleneck releases it over the next
+        // three probes.
+        assert_eq!(l.foreground(t0, 65536, 16384).foreground, 0);
+        assert_eq!(l.foreground(t0 + ms, 0, 32768).foreground, 0);
+        assert_eq!(l.foreground(t0 + 2 * ms, 0, 16384).foreground, 0);
+        // The next bytes on the interface are someone else's.
+        assert_eq!(l.foreground(t0 + 3 * ms, 0, 6000).foreground, 6000);
+        // Packets of the job that never reach the interface (dropped, or routed elsewhere) mask
+        // the foreground only for the window.
+        l.foreground(t0 + 4 * ms, 10_000, 0);
+        assert_eq!(l.foreground(t0 + 5 * ms, 0, 6000).foreground, 0);
+        let late = t0 + 4 * ms + NET_CARRY_WINDOW + ms;
+        assert_eq!(l.foreground(late, 0, 6000).foreground, 6000);
+    }
+
+    #[test]
+    fn a_move_to_another_namespace_is_noticed_once() {
+        use OwnTraffic::*;
+        // Started in tact's namespace: nothing to change until the job moves.
+        assert_eq!(switched(Unknown, 42, false), None);
+        // `ip netns exec` moved it.
+        assert_eq!(switched(Unknown, 42, true), Some(Namespace(42)));
+        assert_eq!(switched(Namespace(42), 42, true), None);
+        // Back in tact's namespace (a `nsenter` of ours), its traffic is no longer countable.
+        assert_eq!(switched(Namespace(42), 42, false), Some(Unknown));
     }
 
     #[test]
