@@ -62,10 +62,13 @@ BENCH_SHARE ?=
 bench-share: build $(PY)
 	$(PY) bench/share/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/share $(BENCH_SHARE)
 
-# bench/tune (see bench/tune/README.md): TCC against every static pool size 1-64, AIMD, Vegas,
-# Gradient2 and Envoy on a service with a throughput knee (spec X1), pinned to two CPUs. No root.
-# About 24 minutes; `make bench-tune BENCH_TUNE=--quick` is a 2-minute smoke run. Waits for
-# $(BENCH_LOCK) like bench-library.
+# bench/tune (see bench/tune/README.md): TCC against every static pool size 1-64 (coarser on the
+# other scenarios), TCC in the paper's mode, AIMD, Vegas, Gradient2 and Envoy on a service with a
+# throughput knee: CPU (spec X1), memory (a memory cgroup under tact-test-*), disk (a blkio IOPS
+# cap), network (tbf 50 Mbit/s between namespaces), a competitor that comes and goes (X5) and two
+# pools sharing the service (X6). Needs root and iproute2. About 62 minutes;
+# `make bench-tune BENCH_TUNE=--quick` is a 6-minute smoke run, BENCH_TUNE='--scenario cpu' one
+# scenario. Waits for $(BENCH_LOCK) like bench-library.
 BENCH_TUNE ?=
 
 bench-tune: $(PY)

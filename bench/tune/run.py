@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
 """bench/tune: tact's concurrency controller (TCC) against static pools and the limiters people
-use today, on a service with a throughput knee. Spec: /work/shared/specs/concurrency.md, section 5
-(scenario X1 and "Modern baselines").
+use today, on a service whose throughput bends at a knee. Spec: /work/shared/specs/concurrency.md,
+section 5 (X1-X6 and "Modern baselines"); issue 6.
 
-The service (tune-service, pinned to one CPU: the bottleneck) spins a Pareto service time per
-request, then waits out a Pareto delay; the driver (tune-drive, pinned to the other CPU) runs a
-tact_lib::tune::Pool under one controller, with endless input; each task spins the front's own
-service time and makes one request. The harness runs, against one service:
+The service (tune-service, pinned to one CPU) spins a Pareto service time per request, does its
+mode's extra work, then waits out a Pareto delay; the driver (tune-drive, pinned to the other CPU)
+runs a tact_lib::tune::Pool under one controller, with endless input. Scenarios (--scenario, in
+this order by default), each against its own service:
 
-  static   every size in --sizes (default 1..64), short runs: the throughput curve, and the
-           references X*_max (best size) and X*_95 (best size with service CPU <= 95%)
-  tcc      TCC with its defaults, long enough to reach Steady (--tcc-seconds)
-  fast     an additional, clearly labelled TCC row with shorter dwell caps (--fast-tcc)
-  aimd, vegas, gradient2, envoy   the baselines (--adaptive-seconds each)
+  cpu         X1: the service's core is the bottleneck
+  memory      X2: the service in a memory cgroup (tact-test-tune-<pid>) that too many workers
+              overcommit (anonymous memory with swap, page-cache refaults of a mapped file without)
+  disk        X3: one random 4 KiB O_DIRECT read per request of a >= 1 GiB file in /var/tmp
+  net         X4: the service in a network namespace behind a veth shaped to 50 mbit (tbf),
+              64 KiB replies
+  competitor  X5: once TCC is steady, a competing program on the service's CPU starts, then stops
+  pools       X6: two pools (two drivers) share one service, the second starting later
 
-and reports per controller: throughput relative to X*_max and X*_95, service CPU utilization,
-the worker count (time-weighted mean, min-max, sd), p99 latency; for TCC also the same over its
-Steady periods. See bench/tune/README.md.
+The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
+with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the four baselines.
+Per scenario: a table, JSON and a plot; at the end a summary of the issue's targets. See
+bench/tune/README.md.
 """
 import argparse
 import json
@@ -26,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,23 +43,59 @@ from common.procs import terminate_tree  # noqa: E402
 CLEANUP = Cleanup()
 DEFAULT_LOCK = "/tmp/tact-bench.lock"
 BASELINES = ["aimd", "vegas", "gradient2", "envoy"]
+PAPER_SPEC = "tcc:fast=false,slow_start=false"
+ALL_SCENARIOS = ["cpu", "memory", "disk", "net", "competitor", "pools"]
+TAG = f"tact-test-tune-{os.getpid()}"
 
-# Issue targets for tact (spec section 5, X1 and the modern baselines).
+# Issue targets for tact (spec section 5).
 TARGET_REL_MAX = 0.95
 UTIL_BAND = (0.85, 0.95)
+RETURN_TOLERANCE = 0.15      # X5: the count comes back within +-15% ...
+RETURN_CYCLES = 2            # ... within two cycles after the competitor leaves
+SHARE_BAND = (0.40, 0.60)    # X6: each pool within 40-60% of the sum
+REFAULT_STEADY_MAX = 0.01    # X2: steady refaults below 1% of the peak
+
+COARSE = "1-16,20,24,32,48,64"
+QUICK_SIZES = "1,2,4,8,16,32"
+
+# Each scenario's service: front/service/delay means (ms), sweep sizes, what its bottleneck is.
+SCENARIOS = {
+    "cpu": dict(title="X1 CPU bottleneck", front_ms=1.0, service_ms=1.3, delay_ms=5.0, sizes="1-64",
+                bottleneck="service CPU"),
+    "memory": dict(title="X2 memory bottleneck", front_ms=1.0, service_ms=1.3, delay_ms=5.0, sizes=COARSE,
+                   bottleneck="memory (refaults)"),
+    "disk": dict(title="X3 disk bottleneck", front_ms=1.0, service_ms=2.0, delay_ms=20.0, sizes=COARSE,
+                 bottleneck="disk (reads/cap or io_ticks)"),
+    "net": dict(title="X4 network bottleneck", front_ms=1.5, service_ms=1.0, delay_ms=5.0, sizes=COARSE,
+                bottleneck="link (tx_bytes*8/rate)"),
+    "competitor": dict(title="X5 competitor mid-run", front_ms=1.0, service_ms=1.3, delay_ms=5.0, sizes="",
+                       bottleneck="service CPU"),
+    "pools": dict(title="X6 two pools, one service", front_ms=1.0, service_ms=1.5, delay_ms=5.0, sizes=COARSE,
+                  bottleneck="service CPU"),
+}
 
 PRESETS = {
-    # ~2 minutes: a coarse static curve, short adaptive runs (a smoke test of the pipeline)
-    "quick": dict(sizes="1,2,3,4,6,8,12,16,24,32", static_seconds=2.0, static_warmup=0.5,
-                  tcc_seconds=30.0, tcc_warmup=5.0, fast_tcc="tcc:dwell=2s", fast_seconds=20.0,
-                  fast_warmup=5.0, adaptive_seconds=8.0, adaptive_warmup=2.0),
-    # the default: every static size 1..64 (~6 min), TCC for 10 minutes after a 30 s warm-up
-    "default": dict(sizes="1-64", static_seconds=4.0, static_warmup=1.0,
-                    tcc_seconds=600.0, tcc_warmup=30.0, fast_tcc="tcc:dwell=5s", fast_seconds=180.0,
-                    fast_warmup=20.0, adaptive_seconds=60.0, adaptive_warmup=10.0),
+    # a smoke test of every scenario's pipeline (~5-6 min); TCC barely reaches Steady, if at all
+    "quick": dict(static_seconds=1.0, static_warmup=0.3, tcc_seconds=12.0, tcc_warmup=3.0,
+                  paper_seconds=5.0, paper_warmup=1.0, adaptive_seconds=2.0, adaptive_warmup=1.0,
+                  compete_seconds=40.0, compete_warmup=3.0, compete_hold=3.0, compete_on=10.0,
+                  compete_deadline=20.0, compete_base_seconds=6.0,
+                  pools_alone=6.0, pools_together=12.0, pools_warmup=2.0, pools_second_warmup=2.0,
+                  pools_base_alone=2.0, pools_base_together=4.0, quick_sizes=QUICK_SIZES),
+    # the default (~60 min). TCC (slow start and fast mode on) reached Steady 45 s after its start
+    # on X1 on a loaded machine, so 180 s measured after a 20 s warm-up leave it mostly steady;
+    # paper mode dwells longer per configuration and may need most of its 200 s.
+    "default": dict(static_seconds=3.0, static_warmup=0.5, tcc_seconds=180.0, tcc_warmup=20.0,
+                    paper_seconds=180.0, paper_warmup=20.0, adaptive_seconds=30.0, adaptive_warmup=5.0,
+                    compete_seconds=300.0, compete_warmup=20.0, compete_hold=30.0, compete_on=60.0,
+                    compete_deadline=150.0, compete_base_seconds=45.0,
+                    pools_alone=60.0, pools_together=100.0, pools_warmup=20.0, pools_second_warmup=10.0,
+                    pools_base_alone=20.0, pools_base_together=30.0, quick_sizes=None),
 }
 # Process start and teardown per driver run, on top of its warm-up and measured seconds.
 RUN_OVERHEAD_S = 0.4
+# Setting up a scenario: its service, and for memory/disk the file's creation (once) or cache drop.
+SCENARIO_OVERHEAD_S = 3.0
 
 
 def parse_sizes(text):
@@ -75,21 +116,218 @@ def parse_sizes(text):
     return sorted(out)
 
 
-def plan_runs(p, sizes, policies):
-    """[(label, spec, warmup, seconds)] in run order."""
-    runs = [(f"static:{n}", f"static:{n}", p["static_warmup"], p["static_seconds"]) for n in sizes]
+def scenario_sizes(name, p, args):
+    if args.sizes is not None:
+        return parse_sizes(args.sizes)
+    if name == "competitor":
+        return []
+    return parse_sizes(p["quick_sizes"] or SCENARIOS[name]["sizes"])
+
+
+def plan(name, p, args, policies):
+    """[(label, spec, warmup, seconds)] of a sweep scenario, in run order."""
+    runs = [(f"static:{n}", f"static:{n}", p["static_warmup"], p["static_seconds"])
+            for n in scenario_sizes(name, p, args)]
     for pol in policies:
         if pol == "tcc":
             runs.append(("tcc", "tcc", p["tcc_warmup"], p["tcc_seconds"]))
+            if args.paper:
+                runs.append(("tcc (paper mode)", PAPER_SPEC, p["paper_warmup"], p["paper_seconds"]))
         else:
             runs.append((pol, pol, p["adaptive_warmup"], p["adaptive_seconds"]))
-    if p["fast_tcc"]:
-        runs.append((f"{p['fast_tcc']} (fast)", p["fast_tcc"], p["fast_warmup"], p["fast_seconds"]))
     return runs
 
 
-def estimate(runs):
-    return sum(w + s + RUN_OVERHEAD_S for _, _, w, s in runs)
+def estimate(name, p, args, policies):
+    over = SCENARIO_OVERHEAD_S
+    if name == "competitor":
+        base = [b for b in policies if b != "tcc"]
+        return over + p["compete_warmup"] + p["compete_seconds"] + len(base) * (
+            min(p["compete_warmup"], p["adaptive_warmup"]) + p["compete_base_seconds"] + RUN_OVERHEAD_S)
+    if name == "pools":
+        static = sum(p["static_warmup"] + p["static_seconds"] + RUN_OVERHEAD_S
+                     for _ in scenario_sizes(name, p, args))
+        pairs = sum((p["pools_warmup"] + p["pools_alone"] + p["pools_together"]) if b == "tcc" else
+                    (min(p["pools_warmup"], p["adaptive_warmup"]) + p["pools_base_alone"] + p["pools_base_together"])
+                    for b in policies)
+        return over + static + pairs + 2 * RUN_OVERHEAD_S * len(policies)
+    return over + sum(w + s + RUN_OVERHEAD_S for _, _, w, s in plan(name, p, args, policies))
+
+
+# --------------------------------------------------------------------------
+# the environment each scenario needs: files, a memory cgroup, a network namespace
+
+def run_cmd(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {(r.stderr or r.stdout).strip()}")
+    return r
+
+
+def data_file(path, size_mib):
+    """Creates the benchmark's data file once (real bytes, not a sparse file, so reads reach the
+    device) and reuses it afterwards."""
+    size = size_mib << 20
+    if os.path.exists(path) and os.path.getsize(path) >= size:
+        return path
+    log(f"creating {path} ({size_mib} MiB, once)")
+    chunk = os.urandom(1 << 20)
+    with open(path + ".part", "wb") as f:
+        for _ in range(size_mib):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".part", path)
+    return path
+
+
+def drop_cache(path):
+    """Evicts the file's clean pages, so the service's cgroup is charged for the pages it faults
+    in (pages cached earlier stay charged to whoever read them, beyond our limit's reach)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def block_device(path):
+    """The /proc/diskstats name of the whole device holding `path` (a partition's parent)."""
+    st = os.stat(path)
+    node = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if not os.path.exists(node):
+        raise RuntimeError(f"{path}: no block device behind {os.major(st.st_dev)}:{os.minor(st.st_dev)} "
+                           "(overlay or network file system?); use --data-file on a local disk")
+    real = os.path.realpath(node)
+    if os.path.exists(os.path.join(real, "partition")):
+        real = os.path.dirname(real)
+    return os.path.basename(real)
+
+
+def io_ticks(dev):
+    with open("/proc/diskstats") as f:
+        for line in f:
+            x = line.split()
+            if x[2] == dev:
+                return {"io_ms": int(x[12]), "reads": int(x[3])}
+    raise RuntimeError(f"{dev} not in /proc/diskstats")
+
+
+def has_swap():
+    with open("/proc/swaps") as f:
+        return len(f.read().strip().splitlines()) > 1
+
+
+class MemoryCgroup:
+    """A memory cgroup of our own (v1 under /sys/fs/cgroup/memory, or v2), removed on cleanup."""
+
+    def __init__(self, limit_mib):
+        v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers") and \
+            "memory" in open("/sys/fs/cgroup/cgroup.controllers").read().split()
+        self.v2 = v2
+        self.path = f"/sys/fs/cgroup/{TAG}" if v2 else f"/sys/fs/cgroup/memory/{TAG}"
+        os.mkdir(self.path)
+        self.item = CLEANUP.push("memory cgroup", lambda: rmdir_retry(self.path))
+        limit = str(limit_mib << 20)
+        with open(os.path.join(self.path, "memory.max" if v2 else "memory.limit_in_bytes"), "w") as f:
+            f.write(limit)
+        self.limit_mib = limit_mib
+
+    def wrap(self, cmd):
+        """`cmd`, entering the cgroup before it execs, so that all its memory is charged here."""
+        return ["sh", "-c", f'echo $$ > {self.path}/cgroup.procs && exec "$@"', "sh"] + cmd
+
+    def stat(self):
+        out = {}
+        with open(os.path.join(self.path, "memory.stat")) as f:
+            for line in f:
+                k, v = line.split()
+                out[k] = int(v)
+        refault = out.get("workingset_refault_file", out.get("workingset_refault", 0)) + \
+            out.get("workingset_refault_anon", 0)
+        res = {"refaults": refault, "majfaults": out.get("pgmajfault", 0), "pgpgin": out.get("pgpgin", 0)}
+        # PSI: the cgroup's own on v2; v1 has only the system's (/proc/pressure/memory).
+        psi = os.path.join(self.path, "memory.pressure") if self.v2 else "/proc/pressure/memory"
+        try:
+            with open(psi) as f:
+                some = f.readline().split()
+            res["psi_some_us"] = int(some[-1].split("=")[1])
+        except (OSError, IndexError, ValueError):
+            pass
+        return res
+
+
+class IopsCgroup:
+    """A blkio (v1) or io (v2) cgroup of our own that caps the service's read IOPS on one device,
+    as spec X3 does with io.max: a fast virtual disk is otherwise never the bottleneck at one 4 KiB
+    read per request. Removed on cleanup."""
+
+    def __init__(self, dev, iops):
+        with open(f"/sys/block/{dev}/dev") as f:
+            majmin = f.read().strip()
+        v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers") and \
+            "io" in open("/sys/fs/cgroup/cgroup.controllers").read().split()
+        self.path = f"/sys/fs/cgroup/{TAG}-io" if v2 else f"/sys/fs/cgroup/blkio/{TAG}"
+        os.mkdir(self.path)
+        self.item = CLEANUP.push("io cgroup", lambda: rmdir_retry(self.path))
+        name, value = ("io.max", f"{majmin} riops={iops}") if v2 else \
+            ("blkio.throttle.read_iops_device", f"{majmin} {iops}")
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(value)
+        self.v2, self.iops = v2, iops
+
+    def wrap(self, cmd):
+        return ["sh", "-c", f'echo $$ > {self.path}/cgroup.procs && exec "$@"', "sh"] + cmd
+
+
+def rmdir_retry(path):
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)  # the killed service's exit is still being accounted
+    raise RuntimeError(f"could not remove {path}")
+
+
+class NetNamespace:
+    """The service's network namespace behind a veth pair, its egress shaped by tbf; deleted on
+    cleanup (deleting the namespace also deletes the veth pair)."""
+    def __init__(self, rate_mbit):
+        self.ns = TAG
+        # A /30 of its own per run (by pid), so that concurrent runs do not share addresses.
+        net = os.getpid() % 250
+        self.HOST, self.PEER = f"10.213.{net}.1", f"10.213.{net}.2"
+        short = str(os.getpid())[-8:]
+        self.host_if, self.peer_if = f"tth{short}", f"ttp{short}"
+        self.rate_bps = rate_mbit * 1_000_000
+        run_cmd(["ip", "netns", "add", self.ns])
+        self.item = CLEANUP.push("netns", self.remove)
+        run_cmd(["ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.peer_if])
+        run_cmd(["ip", "link", "set", self.peer_if, "netns", self.ns])
+        run_cmd(["ip", "addr", "add", f"{self.HOST}/30", "dev", self.host_if])
+        run_cmd(["ip", "link", "set", self.host_if, "up"])
+        n = ["ip", "-n", self.ns]
+        run_cmd(n + ["addr", "add", f"{self.PEER}/30", "dev", self.peer_if])
+        run_cmd(n + ["link", "set", self.peer_if, "up"])
+        run_cmd(n + ["link", "set", "lo", "up"])
+        # The service's replies leave through this qdisc: the shaped link is the bottleneck.
+        run_cmd(["ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", self.peer_if, "root", "tbf",
+                 "rate", f"{rate_mbit}mbit", "burst", "64kb", "latency", "50ms"])
+
+    def wrap(self, cmd):
+        return ["ip", "netns", "exec", self.ns] + cmd
+
+    def stat(self):
+        r = run_cmd(["ip", "-n", self.ns, "-j", "-s", "link", "show", "dev", self.peer_if])
+        st = json.loads(r.stdout)[0]["stats64"]
+        return {"tx_bytes": st["tx"]["bytes"], "tx_dropped": st["tx"]["dropped"]}
+
+    def remove(self):
+        subprocess.run(["ip", "link", "del", self.host_if], capture_output=True)
+        run_cmd(["ip", "netns", "del", self.ns])
 
 
 # --------------------------------------------------------------------------
@@ -98,79 +336,300 @@ def estimate(runs):
 def build(cargo):
     log("cargo build --release -p tact-bench-tune")
     subprocess.run([cargo, "build", "--release", "-p", "tact-bench-tune"], cwd=REPO, check=True)
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    return os.path.join(target, "release")
+    return os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release")
 
 
-def start_service(bindir, cpu, args, outdir):
-    cmd = ["taskset", "-c", str(cpu), os.path.join(bindir, "tune-service"), "--listen", "127.0.0.1:0",
-           "--service-ms", str(args.service_ms), "--delay-ms", str(args.delay_ms), "--seed", str(args.seed),
-           "--mode", args.mode]
-    err = open(os.path.join(outdir, "service.log"), "w")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
-    CLEANUP.push("service", lambda: terminate_tree(proc.pid))
-    line = proc.stdout.readline().strip()
-    if not line.startswith("listening "):
-        raise SystemExit(f"tune-service did not start: {line!r} (see {err.name})")
-    addr = line.split()[1]
-    log(f"service {addr} (pid {proc.pid}, CPU {cpu}): {args.service_ms} ms CPU + {args.delay_ms} ms delay, "
-        f"mode {args.mode}")
-    return proc, addr
+class Probe:
+    """Samples a scenario's cumulative counters (`read() -> {name: value}`) every `period` s
+    while a run goes, stamped with time.monotonic()."""
+
+    def __init__(self, read, period=0.5):
+        self.read, self.period = read, period
+        self.samples = []
+        self.stop_ev = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self):
+        try:
+            self.samples.append((time.monotonic(), self.read()))
+        except (OSError, RuntimeError, ValueError) as e:
+            log(f"probe: {e}")
+
+    def _loop(self):
+        while True:
+            self._sample()
+            if self.stop_ev.wait(self.period):
+                return
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_ev.set()
+        self.thread.join()
+        # One more after the run, so the samples cover its window's end.
+        self._sample()
 
 
-def run_driver(bindir, cpu, addr, label, spec, warmup, seconds, args, outdir):
-    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
-    path = os.path.join(outdir, "runs", f"{safe}.json")
-    n_max = max(args.max, int(spec.split(":")[1]) if spec.startswith("static:") else 0)
-    cmd = ["taskset", "-c", str(cpu), os.path.join(bindir, "tune-drive"), "--policy", spec, "--addr", addr,
-           "--seconds", str(seconds), "--warmup", str(warmup), "--front-ms", str(args.front_ms),
-           "--max", str(n_max), "--seed", str(args.seed), "--json", path]
-    if args.init:
-        cmd += ["--init", str(args.init)]
-    t = time.monotonic()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=warmup + seconds + 120)
-    except subprocess.TimeoutExpired:
-        return {"label": label, "spec": spec, "error": "timed out"}
-    if r.returncode != 0 or not os.path.exists(path):
-        return {"label": label, "spec": spec, "error": (r.stderr or r.stdout).strip()[-400:]}
-    with open(path) as f:
-        rec = json.load(f)
-    rec.update(label=label, spec=spec, wall_s=time.monotonic() - t)
-    log(r.stdout.strip())
-    return rec
+def rates(samples, intervals):
+    """Per-second rates of each counter over `intervals` (in the samples' time base): the sum of
+    the interpolated increments over the sum of the lengths."""
+    if len(samples) < 2 or not intervals:
+        return {}
 
+    def at(t, key):
+        if t < samples[0][0] or t > samples[-1][0]:
+            return None
+        for (a, va), (b, vb) in zip(samples, samples[1:]):
+            if a <= t <= b:
+                return va[key] + (vb[key] - va[key]) * ((t - a) / (b - a) if b > a else 0)
+        return None
 
-# --------------------------------------------------------------------------
-# analysis
-
-def slim(rec):
-    """What the report keeps of a run (the full record stays in runs/)."""
-    out = {k: rec.get(k) for k in ("label", "spec", "warmup_s", "seconds", "window", "steady",
-                                   "first_steady_s", "errors", "init", "max", "error")}
-    if not rec.get("spec", "").startswith("static:"):
-        out["targets"] = rec.get("targets")
-        out["trace"] = rec.get("trace")
-        # [at, completions, service CPU s, target]; already in this form when re-reporting
-        out["samples"] = [[s["at"], s["completions"], s["service_cpu"], s["target"]] if isinstance(s, dict)
-                          else s for s in rec.get("samples", [])]
+    out = {}
+    for key in samples[0][1]:
+        total, span = 0.0, 0.0
+        for a, b in intervals:
+            x, y = at(a, key), at(b, key)
+            if x is None or y is None:
+                break
+            total += y - x
+            span += b - a
+        else:
+            if span > 0:
+                out[key] = total / span
     return out
 
 
-def references(static):
-    """X*_max and X*_95 from the static runs: (size, throughput, util) each, or None."""
-    ok = [r for r in static if not r.get("error")]
-    if not ok:
-        return None, None
+class Service:
+    def __init__(self, bindir, cpu, sc, listen, outdir, wrap=None, mode="cpu", reply_bytes=0, seed=1):
+        cmd = ["taskset", "-c", str(cpu), os.path.join(bindir, "tune-service"), "--listen", listen,
+               "--service-ms", str(sc["service_ms"]), "--delay-ms", str(sc["delay_ms"]), "--seed", str(seed),
+               "--mode", mode, "--reply-bytes", str(reply_bytes)]
+        if wrap:
+            cmd = wrap(cmd)
+        self.log_path = os.path.join(outdir, "service.log")
+        err = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        self.item = CLEANUP.push("service", lambda: terminate_tree(self.proc.pid))
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"tune-service did not start: {line!r} (see {self.log_path})")
+        self.addr = line.split()[1]
+        log(f"service {self.addr} (pid {self.proc.pid}, CPU {cpu}): {sc['service_ms']} ms CPU + "
+            f"{sc['delay_ms']} ms delay, mode {mode}" + (f", {reply_bytes} B replies" if reply_bytes else ""))
 
-    def point(r):
-        return (int(r["spec"].split(":")[1]), r["window"]["throughput"], r["window"]["service_util"])
+    def stop(self):
+        CLEANUP.pop(self.item)
 
-    best = max(ok, key=lambda r: r["window"]["throughput"])
-    under = [r for r in ok if (r["window"]["service_util"] or 0) <= UTIL_BAND[1]]
-    best95 = max(under, key=lambda r: r["window"]["throughput"]) if under else None
-    return point(best), (point(best95) if best95 else None)
 
+class Driver:
+    """One tune-drive run, started now; its stdout events are read as they come."""
+
+    def __init__(self, bindir, cpu, addr, label, spec, warmup, seconds, args, sc, outdir, on_steady=None):
+        safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
+        self.path = os.path.join(outdir, "runs", f"{safe}.json")
+        self.label, self.spec, self.warmup, self.seconds = label, spec, warmup, seconds
+        n_max = max(args.max, int(spec.split(":")[1]) if spec.startswith("static:") else 0)
+        cmd = ["taskset", "-c", str(cpu), os.path.join(bindir, "tune-drive"), "--policy", spec, "--addr", addr,
+               "--seconds", str(seconds), "--warmup", str(warmup), "--front-ms", str(sc["front_ms"]),
+               "--max", str(n_max), "--seed", str(args.seed), "--json", self.path]
+        if args.init:
+            cmd += ["--init", str(args.init)]
+        self.t_launch = time.monotonic()
+        self.t0 = None  # time.monotonic() of the pool's clock origin ("started")
+        self.started = threading.Event()
+        self.on_steady = on_steady
+        self.lines = []
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.item = CLEANUP.push(f"driver {label}", lambda: terminate_tree(self.proc.pid))
+        self.err = []
+        self.readers = [threading.Thread(target=self._read, daemon=True),
+                        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True)]
+        for t in self.readers:
+            t.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line == "started":
+                self.t0 = time.monotonic()
+                self.started.set()
+            elif line.startswith("steady "):
+                _, at, n = line.split()
+                if self.on_steady:
+                    self.on_steady(float(at), int(n))
+            elif line:
+                self.lines.append(line)
+
+    def now(self):
+        """Seconds on the driver's clock."""
+        return time.monotonic() - (self.t0 if self.t0 is not None else self.t_launch)
+
+    def wait(self):
+        try:
+            self.proc.wait(timeout=self.warmup + self.seconds + 120)
+        except subprocess.TimeoutExpired:
+            CLEANUP.pop(self.item)
+            return {"label": self.label, "spec": self.spec, "error": "timed out"}
+        for t in self.readers:
+            t.join()
+        # anyhow's message, without the backtrace RUST_BACKTRACE may add
+        err = "".join(self.err).split("\nStack backtrace:")[0]
+        CLEANUP.pop(self.item, run=False)
+        if self.proc.returncode != 0 or not os.path.exists(self.path):
+            return {"label": self.label, "spec": self.spec, "error": (err or "").strip()[-400:] or "failed"}
+        with open(self.path) as f:
+            rec = json.load(f)
+        rec.update(label=self.label, spec=self.spec, wall_s=time.monotonic() - self.t_launch)
+        if self.lines:
+            log(self.lines[-1])
+        return rec
+
+
+def secs(at):
+    return at["secs"] + at["nanos"] / 1e9 if isinstance(at, dict) else at
+
+
+def steady_intervals(trace, lo, hi):
+    """TCC's Steady periods within [lo, hi], from its transitions (as the driver computes them)."""
+    out, start = [], None
+    for t in trace or []:
+        at = secs(t["at"])
+        if t["to"] == "steady" and t["from"] != "steady":
+            start = at
+        elif t["from"] == "steady" and t["to"] != "steady" and start is not None:
+            out.append((start, at))
+            start = None
+    if start is not None:
+        out.append((start, hi))
+    return [(max(a, lo), min(b, hi)) for a, b in out if min(b, hi) > max(a, lo)]
+
+
+def attach_probe(rec, probe_samples, t0, util_of):
+    """Adds the scenario's bottleneck figures over the window (and TCC's Steady periods)."""
+    if rec.get("error") or t0 is None:
+        return rec
+    shifted = [(t - t0, v) for t, v in probe_samples]
+    w = (rec["warmup_s"], rec["warmup_s"] + rec["seconds"])
+    rec["window"]["bottleneck"] = util_of(rates(shifted, [w]), rec["window"])
+    if rec.get("steady"):
+        iv = steady_intervals(rec.get("trace"), *w)
+        rec["steady"]["bottleneck"] = util_of(rates(shifted, iv), rec["steady"])
+    return rec
+
+
+def run_one(ctx, label, spec, warmup, seconds):
+    # The CPU scenarios need no probe: the driver asks the service for its CPU time itself.
+    with Probe(ctx["probe"] or (lambda: {}), period=0.5 if ctx["probe"] else 3600) as probe:
+        d = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], label, spec, warmup, seconds,
+                   ctx["args"], ctx["sc"], ctx["outdir"])
+        rec = d.wait()
+    return attach_probe(rec, probe.samples, d.t0, ctx["util_of"])
+
+
+# --------------------------------------------------------------------------
+# each scenario's bottleneck, from the probe's rates and the driver's own figures
+
+def util_cpu(_rates, period):
+    return {"util": period.get("service_util")}
+
+
+def util_disk(cap):
+    # With an IOPS cap, the bottleneck is the cap: utilization = reads/s over it; without one, the
+    # device's busy time (io_ticks). Both are kept.
+    def f(r, period):
+        if "io_ms" not in r:
+            return {"util": None}
+        busy = r["io_ms"] / 1000.0
+        return {"util": r["reads"] / cap if cap else busy, "busy": busy, "reads_per_s": r["reads"]}
+    return f
+
+
+def util_net(rate_bps):
+    def f(r, period):
+        if "tx_bytes" not in r:
+            return {"util": None}
+        return {"util": r["tx_bytes"] * 8 / rate_bps, "tx_mbit": r["tx_bytes"] * 8 / 1e6,
+                "drops_per_s": r["tx_dropped"]}
+    return f
+
+
+def util_memory(r, period):
+    # Memory has no utilization to keep in a band: what counts is throughput against thrash, so
+    # the figures are refaults, major faults and memory pressure (PSI "some", % of wall time).
+    out = {"util": None}
+    if "refaults" in r:
+        out.update(refaults_per_s=r["refaults"], majfaults_per_s=r["majfaults"],
+                   pgpgin_per_s=r["pgpgin"])
+    if "psi_some_us" in r:
+        out["psi_some"] = r["psi_some_us"] / 1e6
+    return out
+
+
+# --------------------------------------------------------------------------
+# scenario setup: (ctx additions, description)
+
+def setup(name, args, p, bindir, outdir):
+    sc = dict(SCENARIOS[name])
+    for k in ("front_ms", "service_ms", "delay_ms"):
+        if getattr(args, k) is not None:
+            sc[k] = getattr(args, k)
+    ctx = dict(args=args, bindir=bindir, outdir=outdir, sc=sc, probe=None, util_of=util_cpu, name=name)
+    svc = dict(listen="127.0.0.1:0", mode="cpu", reply_bytes=0, wrap=None)
+    notes = []
+    if name == "memory":
+        path = data_file(args.data_file, args.data_mib)
+        drop_cache(path)
+        limit = args.mem_base_mib + args.mem_slice_mib * args.mem_workers
+        cg = MemoryCgroup(limit)
+        ctx["cgroup"] = cg
+        if has_swap():
+            svc["mode"] = f"memory:{args.mem_slice_mib}"
+            how = "anonymous memory per request (swap present: overcommit swaps)"
+        else:
+            svc["mode"] = f"mapped:{path}:{args.mem_slice_mib}"
+            how = ("a mapped file slice per connection (no swap: overcommit would OOM-kill anonymous memory, "
+                   "so it evicts and refaults page cache instead)")
+        svc["wrap"] = cg.wrap
+        ctx["probe"], ctx["util_of"] = cg.stat, util_memory
+        notes.append(f"memory cgroup {cg.path} ({'v2 memory.max' if cg.v2 else 'v1 memory.limit_in_bytes'}) = "
+                     f"{limit} MiB: {args.mem_base_mib} MiB base + {args.mem_workers} x {args.mem_slice_mib} MiB; "
+                     f"{how}; PSI: " + ("the cgroup's" if cg.v2 else "system-wide (/proc/pressure/memory; v1)"))
+    elif name == "disk":
+        path = data_file(args.data_file, args.data_mib)
+        dev = block_device(path)
+        svc["mode"] = f"disk:{path}"
+        ctx["probe"], ctx["util_of"] = (lambda: io_ticks(dev)), util_disk(args.disk_iops)
+        how = "utilization = io_ticks / wall time"
+        if args.disk_iops:
+            cg = IopsCgroup(dev, args.disk_iops)
+            ctx["cgroup"], svc["wrap"] = cg, cg.wrap
+            how = (f"read IOPS capped at {args.disk_iops} ({'v2 io.max' if cg.v2 else 'v1 blkio.throttle'}, "
+                   f"{cg.path}); utilization = reads/s over the cap (io_ticks busy in the JSON)")
+        notes.append(f"random 4 KiB O_DIRECT reads of {path} ({args.data_mib} MiB) on /dev/{dev}; {how}")
+    elif name == "net":
+        ns = NetNamespace(args.rate_mbit)
+        ctx["netns"] = ns
+        svc.update(listen=f"{ns.PEER}:0", wrap=ns.wrap, reply_bytes=args.reply_kib << 10)
+        ctx["probe"], ctx["util_of"] = ns.stat, util_net(ns.rate_bps)
+        notes.append(f"service in netns {ns.ns}, veth {ns.peer_if} shaped by tbf rate {args.rate_mbit}mbit, "
+                     f"{args.reply_kib} KiB replies; driver in the root namespace; link use = tx_bytes*8/rate")
+    service = Service(bindir, args.service_cpu, sc, svc["listen"], outdir, svc["wrap"], svc["mode"],
+                      svc["reply_bytes"], args.seed)
+    ctx.update(addr=service.addr, service=service, notes=notes, mode=svc["mode"])
+    return ctx
+
+
+def teardown(ctx):
+    ctx["service"].stop()
+    for key in ("cgroup", "netns"):
+        if key in ctx:
+            CLEANUP.pop(ctx[key].item)
+
+
+# --------------------------------------------------------------------------
+# analysis and report
 
 def fmt(x, spec="{:.1f}", none="-"):
     return none if x is None else spec.format(x)
@@ -180,18 +639,67 @@ def pct(x):
     return fmt(None if x is None else 100 * x, "{:.1f}%")
 
 
-def row_of(name, period, xmax, x95):
+def bn(period):
+    return ((period or {}).get("bottleneck") or {}).get("util")
+
+
+def slim(rec):
+    """What the report keeps of a run (the full record stays in runs/)."""
+    out = {k: rec.get(k) for k in ("label", "spec", "warmup_s", "seconds", "window", "steady",
+                                   "first_steady_s", "errors", "init", "max", "error", "extra")}
+    if not rec.get("spec", "").startswith("static:"):
+        out["targets"] = rec.get("targets")
+        out["trace"] = rec.get("trace")
+        # [at, completions, service CPU s, target]; already in this form when re-reporting
+        out["samples"] = [[s["at"], s["completions"], s["service_cpu"], s["target"]] if isinstance(s, dict)
+                          else s for s in rec.get("samples", [])]
+    return out
+
+
+def references(static, util_key):
+    """X*_max and X*_95 (the best static size with the bottleneck <= 95%, when the scenario has a
+    utilization): (size, throughput, util) each, or None."""
+    ok = [r for r in static if not r.get("error")]
+    if not ok:
+        return None, None
+
+    def point(r):
+        return (int(r["spec"].split(":")[1]), r["window"]["throughput"], util_key(r["window"]))
+
+    best = max(ok, key=lambda r: r["window"]["throughput"])
+    under = [r for r in ok if util_key(r["window"]) is not None and util_key(r["window"]) <= UTIL_BAND[1]]
+    best95 = max(under, key=lambda r: r["window"]["throughput"]) if under else None
+    return point(best), (point(best95) if best95 else None)
+
+
+def extra_cell(name, period):
+    b = (period or {}).get("bottleneck") or {}
+    if name == "memory":
+        return (f"{fmt(b.get('refaults_per_s'), '{:.0f}')} rf/s, {fmt(b.get('majfaults_per_s'), '{:.0f}')} mf/s, "
+                f"psi {pct(b.get('psi_some'))}")
+    if name == "disk":
+        return f"{fmt(b.get('reads_per_s'), '{:.0f}')} rd/s, busy {pct(b.get('busy'))}"
+    if name == "net":
+        return f"{fmt(b.get('tx_mbit'), '{:.1f}')} Mbit/s"
+    return ""
+
+
+def row_of(name, label, period, xmax, x95):
     if not period:
-        return [name, "-", "-", "-", "-", "-", "-"]
+        return [label] + ["-"] * 8
     thr = period["throughput"]
     c = period.get("count") or {}
     lat = period.get("latency") or {}
-    return [name, f"{thr:.0f}",
+    # The bottleneck's own column: its utilization (disk, net) or its thrash figures (memory);
+    # on the CPU scenarios the service CPU column already is the bottleneck.
+    own = pct(bn(period)) if name in ("disk", "net") else extra_cell(name, period) if name == "memory" else ""
+    return [label, f"{thr:.0f}",
             pct(thr / xmax[1]) if xmax else "-",
             pct(thr / x95[1]) if x95 else "-",
-            pct(period.get("service_util")),
+            pct(period.get("service_util")), own,
             (f"{c['mean']:.1f} [{c['min']}-{c['max']}] sd {c['stdev']:.1f}" if c else "-"),
-            fmt(lat.get("p99_ms"), "{:.1f}")]
+            fmt(lat.get("p99_ms"), "{:.1f}"),
+            extra_cell(name, period) if name in ("disk", "net") else ""]
 
 
 def table_text(head, rows):
@@ -200,122 +708,440 @@ def table_text(head, rows):
     return "\n".join([line(head), "  ".join("-" * x for x in w)] + [line(r) for r in rows])
 
 
-def targets(results, xmax, x95):
+def util_key_of(name):
+    if name in ("disk", "net"):
+        return bn
+    if name == "memory":
+        return lambda w: None
+    return lambda w: w.get("service_util")
+
+
+def sweep_targets(name, results, xmax, x95):
     """The issue's targets for tact's default row: [(criterion, value, verdict)]."""
     by = {r["label"]: r for r in results}
     tcc = by.get("tcc")
     if not tcc or tcc.get("error") or not xmax:
         return []
+    uk = util_key_of(name)
     # Steady periods are what TCC is judged on (spec X1); the whole window when it never got there.
     p = tcc.get("steady") or tcc["window"]
-    where = "steady" if tcc.get("steady") else "window (never steady)"
-    thr, util = p["throughput"], p.get("service_util")
+    where = "steady" if tcc.get("steady") else "window, never steady"
+    thr, util = p["throughput"], uk(p)
     out = [(f"throughput >= {TARGET_REL_MAX:.0%} of X*_max ({where})", pct(thr / xmax[1]),
-            "PASS" if thr >= TARGET_REL_MAX * xmax[1] else "miss")]
-    if x95:
-        out.append((f"throughput vs X*_95 ({where})", pct(thr / x95[1]), "info"))
-    out.append((f"service CPU {UTIL_BAND[0]:.0%}-{UTIL_BAND[1]:.0%} ({where})", pct(util),
-                "PASS" if util is not None and UTIL_BAND[0] <= util <= UTIL_BAND[1] else "miss"))
+            "PASS" if thr >= TARGET_REL_MAX * xmax[1] else "FAIL")]
+    if name == "memory":
+        peak = max((r["window"].get("bottleneck", {}).get("refaults_per_s") or 0
+                    for r in results if not r.get("error")), default=0)
+        rf = (p.get("bottleneck") or {}).get("refaults_per_s")
+        if rf is not None and peak > 0:
+            out.append((f"refaults < {REFAULT_STEADY_MAX:.0%} of the peak ({where})",
+                        f"{rf:.0f}/s vs peak {peak:.0f}/s", "PASS" if rf < REFAULT_STEADY_MAX * peak else "FAIL"))
+    else:
+        out.append((f"{SCENARIOS[name]['bottleneck']} {UTIL_BAND[0]:.0%}-{UTIL_BAND[1]:.0%} ({where})", pct(util),
+                    "PASS" if util is not None and UTIL_BAND[0] <= util <= UTIL_BAND[1] else "FAIL"))
     for b in BASELINES:
         r = by.get(b)
         if not r or r.get("error"):
             continue
         bp = r["window"]
-        bu = bp.get("service_util") or 0
+        bu = uk(bp)
         # Better: more throughput, or the baseline saturates the bottleneck (> 95%) while tact
         # stays within its band at no less than 95% of the baseline's throughput.
-        better = thr > bp["throughput"] or (bu > UTIL_BAND[1] and util is not None and util <= UTIL_BAND[1]
-                                            and thr >= 0.95 * bp["throughput"])
-        out.append((f"better than {b}", f"{thr:.0f}/s at {pct(util)} vs {bp['throughput']:.0f}/s at {pct(bu)}",
-                    "PASS" if better else "miss"))
+        better = thr > bp["throughput"] or (bu is not None and bu > UTIL_BAND[1] and util is not None
+                                            and util <= UTIL_BAND[1] and thr >= 0.95 * bp["throughput"])
+        # Memory has no band: show the service CPU beside the throughputs instead.
+        shown = (lambda q: q.get("service_util")) if name == "memory" else uk
+        out.append((f"better than {b}",
+                    f"{thr:.0f}/s at {pct(shown(p))} vs {bp['throughput']:.0f}/s at {pct(shown(bp))}",
+                    "PASS" if better else "FAIL"))
     return out
 
 
-def report(results, cfg, env, outdir, elapsed):
+def sweep_report(name, ctx, results):
     static = [r for r in results if r["spec"].startswith("static:")]
     adaptive = [r for r in results if not r["spec"].startswith("static:")]
-    xmax, x95 = references(static)
-    lines = [f"bench/tune (spec X1): front {cfg['front_ms']} ms, service {cfg['service_ms']} ms CPU + "
-             f"{cfg['delay_ms']} ms delay (Pareto k=2.5); service on CPU {cfg['service_cpu']}, driver on CPU "
-             f"{cfg['driver_cpu']}; preset {cfg['preset']}",
-             f"{env['kernel']}, {env['cpus']} CPUs, load average {env['loadavg_start']} -> {env.get('loadavg_end')}"]
+    uk = util_key_of(name)
+    xmax, x95 = references(static, uk)
+    sc = ctx["sc"]
+    lines = [f"== {name}: {sc['title']} -- front {sc['front_ms']} ms, service {sc['service_ms']} ms CPU + "
+             f"{sc['delay_ms']} ms delay, mode {ctx['mode']}"] + [f"   {n}" for n in ctx["notes"]]
+    sizes = [int(r["spec"].split(":")[1]) for r in static]
+    if sizes:
+        lines.append(f"   static sweep: {len(sizes)} sizes ({'every size ' if sizes == list(range(1, max(sizes) + 1)) else 'coarse: '}"
+                     f"{compact(sizes)})")
     if xmax:
-        lines.append(f"X*_max = {xmax[1]:.0f}/s at static:{xmax[0]} (service CPU {pct(xmax[2])}); "
-                     + (f"X*_95 = {x95[1]:.0f}/s at static:{x95[0]} (service CPU {pct(x95[2])})"
-                        if x95 else "X*_95: no static size kept the service CPU <= 95%"))
-    head = ["controller", "thr/s", "vs X*_max", "vs X*_95", "svc CPU", "count mean [min-max] sd", "p99 ms"]
+        what, u = (("service CPU", next(r["window"].get("service_util") for r in static
+                                        if r["spec"] == f"static:{xmax[0]}")) if name == "memory"
+                   else (SCENARIOS[name]["bottleneck"], xmax[2]))
+        lines.append(f"X*_max = {xmax[1]:.0f}/s at static:{xmax[0]} ({what} {pct(u)}); "
+                     + (f"X*_95 = {x95[1]:.0f}/s at static:{x95[0]} ({pct(x95[2])})" if x95 else
+                        "X*_95: none (no static size kept the bottleneck measurable and <= 95%)"))
+    col = {"memory": "memory", "disk": "disk use", "net": "link use"}.get(name, "")
+    head = ["controller", "thr/s", "vs X*_max", "vs X*_95", "svc CPU", col, "count mean [min-max] sd", "p99 ms",
+            "" if name not in ("disk", "net") else "rate"]
     rows = []
     for r in adaptive:
         if r.get("error"):
-            rows.append([r["label"], "error: " + r["error"].splitlines()[-1][:60] if r["error"] else "error",
-                         "", "", "", "", ""])
+            rows.append([r["label"], "error: " + r["error"].splitlines()[-1][:60]] + [""] * 7)
             continue
-        rows.append(row_of(r["label"], r["window"], xmax, x95))
+        rows.append(row_of(name, r["label"], r["window"], xmax, x95))
         if r.get("steady"):
             first = r.get("first_steady_s")
-            rows.append(row_of(f"  {r['label']} steady {r['steady']['seconds']:.0f}s"
+            rows.append(row_of(name, f"  {r['label']} steady {r['steady']['seconds']:.0f}s"
                                + (f" (from {first:.0f}s)" if first is not None else ""), r["steady"], xmax, x95))
         elif r["spec"].startswith("tcc"):
-            rows.append([f"  {r['label']} never reached Steady", "", "", "", "", "", ""])
-    for ref, name in ((xmax, "X*_max"), (x95, "X*_95")):
+            rows.append([f"  {r['label']} never reached Steady"] + [""] * 8)
+    for ref, rname in ((xmax, "X*_max"), (x95, "X*_95")):
         if ref:
             r = next(x for x in static if x["spec"] == f"static:{ref[0]}")
-            rows.append(row_of(f"static:{ref[0]} ({name})", r["window"], xmax, x95))
+            rows.append(row_of(name, f"static:{ref[0]} ({rname})", r["window"], xmax, x95))
     lines += ["", table_text(head, rows)]
-    curve = [f"{r['spec'].split(':')[1]}:{r['window']['throughput']:.0f}/{pct(r['window']['service_util'])}"
+    curve = [f"{r['spec'].split(':')[1]}:{r['window']['throughput']:.0f}/{pct(uk(r['window']) if name != 'memory' else r['window'].get('service_util'))}"
              for r in static if not r.get("error")]
     if curve:
-        lines += ["", "static curve (size:throughput/service CPU): " + "  ".join(curve)]
-    tt = targets(results, xmax, x95)
-    if tt:
-        lines += ["", "targets (tact = the default tcc row):",
-                  table_text(["criterion", "tact", "verdict"], [list(t) for t in tt])]
-    errs = [r for r in results if r.get("error")]
-    if errs:
-        lines += ["", f"{len(errs)} run(s) failed: " + "; ".join(f"{r['label']}: {r['error'][-120:]}" for r in errs[:4])]
-    text = "\n".join(lines)
-    print(text)
-    print(f"\ntotal {elapsed:.0f} s")
-    with open(os.path.join(outdir, "table.txt"), "w") as f:
-        f.write(text + "\n")
-    out = {"config": cfg, "env": env, "elapsed_s": elapsed,
-           "x_max": xmax and dict(zip(("size", "throughput", "service_util"), xmax)),
-           "x_95": x95 and dict(zip(("size", "throughput", "service_util"), x95)),
-           "targets": [dict(zip(("criterion", "value", "verdict"), t)) for t in tt],
-           "results": [slim(r) for r in results]}
-    path = os.path.join(outdir, "results.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    files = plot(static, adaptive, xmax, x95, outdir)
-    log(f"wrote {path}, {os.path.join(outdir, 'table.txt')}" + "".join(", " + x for x in files))
+        lines += ["", f"static curve (size:throughput/{'service CPU' if name == 'memory' else SCENARIOS[name]['bottleneck']}): "
+                  + "  ".join(curve)]
+    if name == "memory":
+        lines.append("refaults/s by size: " + "  ".join(
+            f"{r['spec'].split(':')[1]}:{fmt((r['window'].get('bottleneck') or {}).get('refaults_per_s'), '{:.0f}')}"
+            for r in static if not r.get("error")))
+    tt = sweep_targets(name, results, xmax, x95)
+    refs = {"x_max": xmax and dict(zip(("size", "throughput", "util"), xmax)),
+            "x_95": x95 and dict(zip(("size", "throughput", "util"), x95))}
+    return lines, tt, refs, lambda: plot_sweep(name, static, adaptive, xmax, x95, ctx["outdir"])
 
+
+def compact(sizes):
+    out, i = [], 0
+    while i < len(sizes):
+        j = i
+        while j + 1 < len(sizes) and sizes[j + 1] == sizes[j] + 1:
+            j += 1
+        out.append(f"{sizes[i]}-{sizes[j]}" if j > i else str(sizes[i]))
+        i = j + 1
+    return ",".join(out)
+
+
+def mean_target(targets, lo, hi):
+    """Time-weighted mean of a target history [(at, n)] over [lo, hi]."""
+    if not targets or hi <= lo:
+        return None
+    total = 0.0
+    for (a, n), nxt in zip(targets, targets[1:] + [[float("inf"), None]]):
+        s, e = max(a, lo), min(nxt[0], hi)
+        if e > s:
+            total += n * (e - s)
+    return total / (hi - lo)
+
+
+def samples_rate(samples, lo, hi, idx):
+    """Rate of a cumulative sample column ([at, completions, service_cpu, target]) over [lo, hi]."""
+    pts = [s for s in samples if lo <= s[0] <= hi]
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+        return None
+    return (pts[-1][idx] - pts[0][idx]) / (pts[-1][0] - pts[0][0])
+
+
+def cycle_at(trace, t):
+    c = 0
+    for tr in trace or []:
+        if secs(tr["at"]) <= t:
+            c = tr["cycle"]
+    return c
+
+
+def competitor_analysis(rec):
+    """Counts before/during/after the competitor and whether the count came back in time."""
+    ex = rec.get("extra") or {}
+    on, off = ex.get("on"), ex.get("off")
+    if rec.get("error") or on is None or off is None:
+        return None
+    targets = [list(t) for t in rec["targets"]]
+    end = rec["warmup_s"] + rec["seconds"]
+    pre = ex.get("pre_count") or mean_target(targets, max(rec["warmup_s"], on - 30), on)
+    during_lo = on + (off - on) / 2  # its second half: after the controller reacted
+    out = {"on": on, "off": off, "threads": ex.get("threads"), "pre": pre,
+           "before": mean_target(targets, max(rec["warmup_s"], on - 30), on),
+           "during": mean_target(targets, during_lo, off),
+           "after": mean_target(targets, off, end),
+           "util_before": samples_rate(rec["samples"], max(rec["warmup_s"], on - 30), on, 2),
+           "util_during": samples_rate(rec["samples"], during_lo, off, 2),
+           "util_after": samples_rate(rec["samples"], max(off, end - 60), end, 2),
+           "thr_before": samples_rate(rec["samples"], max(rec["warmup_s"], on - 30), on, 1),
+           "thr_during": samples_rate(rec["samples"], during_lo, off, 1),
+           "thr_after": samples_rate(rec["samples"], max(off, end - 60), end, 1)}
+    trace = rec.get("trace") or []
+    c_off = cycle_at(trace, off)
+    returned = None
+    if pre:
+        near = lambda n: abs(n - pre) <= RETURN_TOLERANCE * pre
+        # The count may already sit within the band when the competitor leaves.
+        last = [n for at, n in targets if at <= off]
+        if last and near(last[-1]):
+            returned = (off, last[-1], c_off)
+        else:
+            returned = next(((at, n, cycle_at(trace, at)) for at, n in targets if at >= off and near(n)), None)
+    out.update(cycle_off=c_off, cycle_end=cycle_at(trace, end), returned=returned,
+               returned_ok=returned is not None and returned[2] <= c_off + RETURN_CYCLES)
+    return out
+
+
+def competitor_report(ctx, results):
+    lines = [f"== competitor: {SCENARIOS['competitor']['title']} -- service {ctx['sc']['service_ms']} ms CPU + "
+             f"{ctx['sc']['delay_ms']} ms delay; tune-compete (bursts {ctx['sc']['service_ms']} ms CPU + "
+             f"{ctx['sc']['delay_ms']} ms sleeps per thread) on CPU {ctx['args'].service_cpu}, threads = TCC's "
+             "steady count; baselines get the same schedule on their own clock"]
+    head = ["controller", "on-off s", "thr before/during/after", "count before/during/after", "svc CPU b/d/a",
+            "returned"]
+    rows, tt = [], []
+    for r in results:
+        a = competitor_analysis(r)
+        if not a:
+            rows.append([r["label"], "error: " + (r.get("error") or "no competitor")[-60:], "", "", "", ""])
+            continue
+        ret = a["returned"]
+        rows.append([r["label"], f"{a['on']:.0f}-{a['off']:.0f}",
+                     "/".join(fmt(a[k], "{:.0f}") for k in ("thr_before", "thr_during", "thr_after")),
+                     "/".join(fmt(a[k]) for k in ("before", "during", "after")),
+                     "/".join(pct(a[k]) for k in ("util_before", "util_during", "util_after")),
+                     (f"{ret[1]} at {ret[0]:.0f}s, cycle {ret[2]} (left in {a['cycle_off']})" if ret else "no")])
+        r["competitor"] = a
+        if r["label"] == "tcc":
+            pre = a["pre"]
+            if pre:
+                tt.append(("count during / before (spec: 40-65%)", pct(a["during"] / pre if a["during"] else None),
+                           "info"))
+            never_left = ret is not None and ret[0] == a["off"]
+            tt.append((f"count back within +-{RETURN_TOLERANCE:.0%} of {fmt(pre)} within {RETURN_CYCLES} cycles",
+                       (f"{ret[1]} when it left: the count never moved out" if never_left else
+                        f"{ret[1]} at {ret[0]:.0f}s, cycle {ret[2]} vs left in {a['cycle_off']}" if ret
+                        else f"not back by the end (cycle {a['cycle_end']})"),
+                       "PASS" if a["returned_ok"] else "FAIL"))
+            tt.append(("service CPU after it left (spec: 85-95%)", pct(a["util_after"]), "info"))
+            if not r.get("extra", {}).get("steady_before"):
+                tt.append(("tcc was steady before the competitor", "no (started at the deadline)", "FAIL"))
+    lines += ["", table_text(head, rows)]
+    return lines, tt, {}, lambda: plot_timeline("competitor", results, ctx["outdir"])
+
+
+def pools_analysis(pair):
+    a, b = pair["first"], pair["second"]
+    if a.get("error") or b.get("error"):
+        return None
+    lo, hi = pair["together"]
+    xa = samples_rate(a["samples"], lo, hi, 1)
+    xb = b["window"]["throughput"]
+    solo = samples_rate(a["samples"], a["warmup_s"], pair["alone_end"], 1)
+    if xa is None:
+        return None
+    s = xa + xb
+    jain = s * s / (2 * (xa * xa + xb * xb)) if s > 0 else None
+    ta = [list(t) for t in a["targets"]]
+    solo_count = mean_target(ta, a["warmup_s"], pair["alone_end"])
+    return {"solo": solo, "solo_count": solo_count, "first": xa, "second": xb, "sum": s,
+            "share_first": xa / s if s else None, "share_second": xb / s if s else None, "jain": jain,
+            "count_first": mean_target(ta, lo, hi),
+            "count_second": (b["window"].get("count") or {}).get("mean")}
+
+
+def pools_report(ctx, results, pairs):
+    static = [r for r in results if r["spec"].startswith("static:")]
+    xmax, _ = references(static, lambda w: w.get("service_util"))
+    cap = xmax[1] if xmax else None
+    sc = ctx["sc"]
+    lines = [f"== pools: {SCENARIOS['pools']['title']} -- front {sc['front_ms']} ms, service {sc['service_ms']} ms "
+             f"CPU + {sc['delay_ms']} ms delay; both drivers on CPU {ctx['args'].driver_cpu}; capacity = the best "
+             "static size's throughput (one driver)"]
+    if static:
+        lines.append(f"   static sweep (capacity): {len(static)} sizes, coarse ({compact([int(r['spec'].split(':')[1]) for r in static])})")
+    if xmax:
+        lines.append(f"capacity = {cap:.0f}/s at static:{xmax[0]} (service CPU {pct(xmax[2])})")
+    head = ["pair", "alone thr (vs cap)", "together: first/second", "shares", "Jain", "sum vs cap",
+            "counts alone; together"]
+    rows, tt = [], []
+    for pair in pairs:
+        an = pools_analysis(pair)
+        pair["analysis"] = an
+        if not an:
+            rows.append([pair["policy"], "error", "", "", "", "", ""])
+            continue
+        rows.append([pair["policy"], f"{fmt(an['solo'], '{:.0f}')} ({pct(an['solo'] / cap) if cap and an['solo'] else '-'})",
+                     f"{an['first']:.0f}/{an['second']:.0f}",
+                     f"{pct(an['share_first'])}/{pct(an['share_second'])}", fmt(an["jain"], "{:.3f}"),
+                     pct(an["sum"] / cap) if cap else "-",
+                     f"{fmt(an['solo_count'])}; {fmt(an['count_first'])}/{fmt(an['count_second'])}"])
+        if pair["policy"] == "tcc":
+            ok = all(s is not None and SHARE_BAND[0] <= s <= SHARE_BAND[1]
+                     for s in (an["share_first"], an["share_second"]))
+            tt.append((f"two pools each {SHARE_BAND[0]:.0%}-{SHARE_BAND[1]:.0%} of the sum",
+                       f"{pct(an['share_first'])} / {pct(an['share_second'])}", "PASS" if ok else "FAIL"))
+            tt.append(("Jain index (spec: >= 0.95)", fmt(an["jain"], "{:.3f}"), "info"))
+            if cap:
+                tt.append(("sum vs capacity (spec: 85-97%)", pct(an["sum"] / cap), "info"))
+                tt.append(("alone vs capacity (spec: >= 85%)", pct(an["solo"] / cap) if an["solo"] else "-", "info"))
+    lines += ["", table_text(head, rows)]
+    refs = {"capacity": xmax and dict(zip(("size", "throughput", "util"), xmax))}
+    return lines, tt, refs, lambda: plot_timeline("pools", [r for p in pairs for r in (p["first"], p["second"])],
+                                                  ctx["outdir"], pairs)
+
+
+# --------------------------------------------------------------------------
+# scenario runners
+
+def run_sweep(ctx, p, policies, partial):
+    runs = plan(ctx["name"], p, ctx["args"], policies)
+    results = []
+    for i, (label, spec, warmup, seconds) in enumerate(runs):
+        log(f"[{ctx['name']} {i + 1}/{len(runs)}] {label}: {warmup:g}+{seconds:g} s")
+        rec = run_one(ctx, label, spec, warmup, seconds)
+        if rec.get("error"):
+            log(f"{label} failed: {rec['error']}")
+        results.append(slim(rec))
+        partial(results[-1])
+    return results
+
+
+def start_competitor(ctx, threads):
+    cmd = ["taskset", "-c", str(ctx["args"].service_cpu), os.path.join(ctx["bindir"], "tune-compete"),
+           "--threads", str(threads), "--burst-ms", str(ctx["sc"]["service_ms"]),
+           "--sleep-ms", str(ctx["sc"]["delay_ms"]), "--seed", str(ctx["args"].seed + 7)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return CLEANUP.push("competitor", lambda: terminate_tree(proc.pid))
+
+
+def run_competitor(ctx, p, policies, partial):
+    """TCC until steady (or a deadline), the competitor for compete_on s after compete_hold, then
+    the rest of the run; each baseline with the same schedule, shorter."""
+    results, schedule = [], {}
+    for pol in policies:
+        is_tcc = pol == "tcc"
+        warmup = p["compete_warmup"] if is_tcc else min(p["compete_warmup"], p["adaptive_warmup"])
+        seconds = p["compete_seconds"] if is_tcc else p["compete_base_seconds"]
+        state = {"steady": None, "on": None, "off": None, "threads": None}
+        ready = threading.Event()
+
+        def on_steady(at, n, state=state, ready=ready):
+            if state["steady"] is None:
+                state["steady"] = (at, n)
+                ready.set()
+
+        log(f"[competitor] {pol}: {warmup:g}+{seconds:g} s")
+        d = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], pol, pol, warmup, seconds, ctx["args"],
+                   ctx["sc"], ctx["outdir"], on_steady if is_tcc else None)
+        d.started.wait(30)
+        if is_tcc:
+            # Steady first (or the deadline), then compete_hold s of steady time before it starts.
+            ready.wait(max(0.0, p["compete_deadline"] - d.now()))
+            pre = state["steady"][1] if state["steady"] else None
+            steady_before = pre is not None
+            on_at, on_for = d.now() + p["compete_hold"], p["compete_on"]
+            # Without a steady count, as many threads as the default n_init (the online CPUs).
+            threads = pre or os.cpu_count()
+            schedule.update(threads=threads, pre=pre)
+        else:
+            # The baselines have no Steady: the middle third of the window, the same threads.
+            on_at, on_for = warmup + seconds / 3, seconds / 3
+            threads = schedule.get("threads") or os.cpu_count()
+            steady_before = None
+        time.sleep(max(0.0, on_at - d.now()))
+        state["on"] = d.now()
+        item = start_competitor(ctx, threads)
+        log(f"competitor on at {state['on']:.0f}s: {threads} threads")
+        time.sleep(on_for)
+        CLEANUP.pop(item)
+        state["off"] = d.now()
+        log(f"competitor off at {state['off']:.0f}s")
+        rec = d.wait()
+        rec["extra"] = {"on": state["on"], "off": state["off"], "threads": threads,
+                        "pre_count": schedule.get("pre") if is_tcc else None,
+                        "steady_before": steady_before}
+        attach_probe(rec, [], d.t0, util_cpu)
+        results.append(slim(rec))
+        partial(results[-1])
+    return results
+
+
+def run_pools(ctx, p, policies, partial):
+    """A static sweep (the capacity), then per policy a pair: the first driver alone, then the
+    second joins; both end together."""
+    sweep = run_sweep(ctx, p, [], partial)
+    pairs = []
+    for pol in policies:
+        is_tcc = pol == "tcc"
+        alone = p["pools_alone"] if is_tcc else p["pools_base_alone"]
+        together = p["pools_together"] if is_tcc else p["pools_base_together"]
+        w = p["pools_warmup"] if is_tcc else min(p["pools_warmup"], p["adaptive_warmup"])
+        w2 = min(p["pools_second_warmup"], together / 3)
+        log(f"[pools] {pol} pair: first alone {w:g}+{alone:g} s, then together {together:g} s")
+        first = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{pol} first", pol, w,
+                       alone + together, ctx["args"], ctx["sc"], ctx["outdir"])
+        first.started.wait(30)
+        time.sleep(max(0.0, w + alone - first.now()))
+        second_at = first.now()
+        second = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{pol} second", pol, w2,
+                        max(1.0, w + alone + together - second_at - w2), ctx["args"], ctx["sc"], ctx["outdir"])
+        ra, rb = first.wait(), second.wait()
+        for r in (ra, rb):
+            attach_probe(r, [], first.t0 if r is ra else second.t0, util_cpu)
+        offset = (second.t0 - first.t0) if (second.t0 and first.t0) else second_at
+        if not rb.get("error"):
+            # The second driver's clock, moved onto the first's, for the plot.
+            rb["extra"] = {"offset": offset}
+        pair = {"policy": pol, "first": slim(ra), "second": slim(rb), "alone_end": w + alone,
+                "together": (offset + w2, w + alone + together)}
+        pairs.append(pair)
+        partial({"pair": pol, "first": pair["first"]["label"], "second": pair["second"]["label"]})
+    return sweep, pairs
+
+
+# --------------------------------------------------------------------------
+# plots
 
 COLORS = {"tcc": "tab:green", "aimd": "tab:orange", "vegas": "tab:purple", "gradient2": "tab:brown",
           "envoy": "tab:pink"}
 
 
-def plot(static, adaptive, xmax, x95, outdir):
+def color(r):
+    if "paper" in r["label"]:
+        return "tab:olive"
+    return COLORS.get(r["spec"].split(":")[0], "tab:blue")
+
+
+def pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        return plt
     except ImportError:
         log("plot skipped: matplotlib not installed (pip install -r bench/requirements.txt)")
+        return None
+
+
+def shade_steady(ax, r, end):
+    for a, b in steady_intervals(r.get("trace"), 0, end):
+        ax.axvspan(a, b, color="tab:green", alpha=0.1)
+
+
+def plot_sweep(name, static, adaptive, xmax, x95, outdir):
+    plt = pyplot()
+    if not plt:
         return []
+    uk = util_key_of(name) if name != "memory" else (lambda w: w.get("service_util"))
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(11, 9))
     st = sorted((int(r["spec"].split(":")[1]), r["window"]) for r in static if not r.get("error"))
     if st:
         ax.plot([n for n, _ in st], [w["throughput"] for _, w in st], "k.-", lw=1, label="static pool")
         ux = ax.twinx()
-        ux.plot([n for n, _ in st], [100 * (w["service_util"] or 0) for _, w in st], color="0.6", ls=":",
-                lw=1, label="service CPU (static)")
+        ux.plot([n for n, _ in st], [100 * (uk(w) or 0) for _, w in st], color="0.6", ls=":", lw=1)
         ux.axhspan(100 * UTIL_BAND[0], 100 * UTIL_BAND[1], color="tab:green", alpha=0.08)
-        ux.set_ylabel("service CPU % (static; band 85-95%)")
+        what = "service CPU" if name == "memory" else SCENARIOS[name]["bottleneck"]
+        ux.set_ylabel(f"{what} % (static; band 85-95%)")
         ux.set_ylim(0, 105)
-    for ref, name in ((xmax, "X*_max"), (x95, "X*_95")):
+    for ref, rname in ((xmax, "X*_max"), (x95, "X*_95")):
         if ref:
             ax.axhline(ref[1], color="0.5", lw=0.6, ls="--")
-            ax.annotate(f"{name} (static:{ref[0]})", (1, ref[1]), fontsize=7, va="bottom")
+            ax.annotate(f"{rname} (static:{ref[0]})", (1, ref[1]), fontsize=7, va="bottom")
     for r in adaptive:
         if r.get("error") or not r["window"].get("count"):
             continue
@@ -323,47 +1149,72 @@ def plot(static, adaptive, xmax, x95, outdir):
             if not period or not period.get("count"):
                 continue
             c = period["count"]
-            col = COLORS.get(r["spec"].split(":")[0], "tab:blue")
-            if "(fast)" in r["label"]:
-                col = "tab:olive"
             ax.errorbar([c["mean"]], [period["throughput"]], xerr=[[c["mean"] - c["min"]], [c["max"] - c["mean"]]],
-                        fmt=marker, color=col, ms=8 if marker == "*" else 6, capsize=3,
+                        fmt=marker, color=color(r), ms=8 if marker == "*" else 6, capsize=3,
                         label=f"{r['label']}{suffix}")
     ax.set_xlabel("workers (static size; controllers: time-weighted mean, bars min-max)")
     ax.set_ylabel("completions/s")
-    ax.set_title("throughput vs concurrency: static sizes and each controller")
+    ax.set_title(f"{SCENARIOS[name]['title']}: throughput vs concurrency")
     ax.legend(fontsize=7, loc="lower right")
     for r in adaptive:
         if r.get("error") or not r.get("targets"):
             continue
         end = r["warmup_s"] + r["seconds"]
         pts = r["targets"] + [[end, r["targets"][-1][1]]]
-        col = COLORS.get(r["spec"].split(":")[0], "tab:blue")
-        if "(fast)" in r["label"]:
-            col = "tab:olive"
-        bx.step([p[0] for p in pts], [p[1] for p in pts], where="post", color=col, lw=1.2 if r["spec"] == "tcc" else 0.8,
-                label=r["label"])
+        bx.step([q[0] for q in pts], [q[1] for q in pts], where="post", color=color(r),
+                lw=1.2 if r["spec"] == "tcc" else 0.8, label=r["label"])
         if r["spec"] == "tcc":
-            steady_start = None
-            for tr in r.get("trace") or []:
-                at = tr["at"]["secs"] + tr["at"]["nanos"] / 1e9 if isinstance(tr["at"], dict) else tr["at"]
-                if tr["to"] == "steady" and tr["from"] != "steady":
-                    steady_start = at
-                elif tr["from"] == "steady" and steady_start is not None:
-                    bx.axvspan(steady_start, at, color="tab:green", alpha=0.1)
-                    steady_start = None
-            if steady_start is not None:
-                bx.axvspan(steady_start, end, color="tab:green", alpha=0.1)
-    for ref, name in ((xmax, "X*_max"), (x95, "X*_95")):
+            shade_steady(bx, r, end)
+    for ref, rname in ((xmax, "X*_max"), (x95, "X*_95")):
         if ref:
             bx.axhline(ref[0], color="0.5", lw=0.6, ls="--")
-            bx.annotate(f"{name} size", (0, ref[0]), fontsize=7, va="bottom")
+            bx.annotate(f"{rname} size", (0, ref[0]), fontsize=7, va="bottom")
     bx.set_xlabel("s since the pool's start (tcc: Steady periods shaded)")
     bx.set_ylabel("target workers")
     bx.set_title("targets over time")
     bx.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    path = os.path.join(outdir, "tune.png")
+    path = os.path.join(outdir, f"tune-{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def plot_timeline(name, runs, outdir, pairs=None):
+    """Targets (and throughput) over time, one panel per run: the competitor's on/off, or the two
+    pools of each pair on the first one's clock."""
+    plt = pyplot()
+    if not plt:
+        return []
+    groups = [[p["first"], p["second"]] for p in pairs] if pairs else [[r] for r in runs]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 2.6 * len(groups) + 1), squeeze=False)
+    for ax, group in zip(axes[:, 0], groups):
+        tx = ax.twinx()  # one throughput axis per panel, shared by its runs
+        tx.set_ylabel("completions/s (faint)", fontsize=7)
+        for k, r in enumerate(group):
+            if r.get("error") or not r.get("targets"):
+                continue
+            off = (r.get("extra") or {}).get("offset", 0) if pairs else 0
+            end = r["warmup_s"] + r["seconds"]
+            pts = r["targets"] + [[end, r["targets"][-1][1]]]
+            ax.step([q[0] + off for q in pts], [q[1] for q in pts], where="post", color=color(r),
+                    ls="-" if k == 0 else "--", label=f"{r['label']} target")
+            thr = [(b[0] + off, (b[1] - a[1]) / (b[0] - a[0])) for a, b in zip(r["samples"], r["samples"][1:])
+                   if b[0] > a[0]]
+            if thr:
+                tx.plot([x for x, _ in thr], [y for _, y in thr], color=color(r), alpha=0.25, lw=0.6,
+                        ls="-" if k == 0 else "--")
+            if r["spec"].startswith("tcc") and k == 0:
+                shade_steady(ax, r, end)
+            ex = r.get("extra") or {}
+            if ex.get("on") is not None:
+                ax.axvspan(ex["on"], ex["off"], color="tab:red", alpha=0.08, label="competitor")
+        ax.set_ylabel("target workers")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[-1, 0].set_xlabel("s since the (first) pool's start; tcc Steady shaded green")
+    fig.suptitle(SCENARIOS[name]["title"])
+    fig.tight_layout()
+    path = os.path.join(outdir, f"tune-{name}.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
@@ -373,7 +1224,8 @@ def plot(static, adaptive, xmax, x95, outdir):
 
 def environment(cpus):
     env = {"kernel": f"Linux {platform.release()}", "cpus": len(cpus),
-           "loadavg_start": open("/proc/loadavg").read().split()[:3], "python": platform.python_version()}
+           "loadavg_start": open("/proc/loadavg").read().split()[:3], "python": platform.python_version(),
+           "swap": has_swap()}
     try:
         env["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                                     text=True).stdout.strip()
@@ -382,22 +1234,59 @@ def environment(cpus):
     return env
 
 
+def report_scenario(name, ctx, data):
+    if name == "competitor":
+        lines, tt, refs, plotter = competitor_report(ctx, data["results"])
+    elif name == "pools":
+        lines, tt, refs, plotter = pools_report(ctx, data["results"], data["pairs"])
+    else:
+        lines, tt, refs, plotter = sweep_report(name, ctx, data["results"])
+    errs = [r for r in data["results"] if r.get("error")]
+    if errs:
+        lines += ["", f"{len(errs)} run(s) failed: " + "; ".join(f"{r['label']}: {r['error'][-120:]}" for r in errs[:4])]
+    text = "\n".join(lines)
+    print(text, flush=True)
+    outdir = ctx["outdir"]
+    with open(os.path.join(outdir, f"table-{name}.txt"), "w") as f:
+        f.write(text + "\n")
+    out = {"scenario": name, "service": ctx["sc"], "mode": ctx["mode"], "notes": ctx["notes"], **refs,
+           "targets": [dict(zip(("criterion", "value", "verdict"), t)) for t in tt], "results": data["results"]}
+    if "pairs" in data:
+        out["pairs"] = data["pairs"]
+    with open(os.path.join(outdir, f"results-{name}.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    files = plotter()
+    log(f"wrote results-{name}.json, table-{name}.txt" + "".join(", " + os.path.basename(x) for x in files))
+    return text, tt
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="~2-minute smoke run: coarse sizes, short runs")
-    ap.add_argument("--sizes", help="static sizes, e.g. 1-64 or 1-16,20,24,32 ('' for none)")
+    ap.add_argument("--scenario", default=",".join(ALL_SCENARIOS),
+                    help=f"comma list of {', '.join(ALL_SCENARIOS)} (default: all, in that order)")
+    ap.add_argument("--quick", action="store_true", help="~5-minute smoke run of every scenario")
+    ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
+                    f"default: cpu 1-64, the others {COARSE})")
     ap.add_argument("--policies", default="tcc," + ",".join(BASELINES),
                     help="adaptive controllers in run order (tcc, aimd, vegas, gradient2, envoy, or any spec)")
-    ap.add_argument("--fast-tcc", help="an additional, labelled TCC row with this spec ('' for none; "
-                    "default tcc:dwell=5s)")
-    for name, what in (("static", "each static size"), ("tcc", "TCC"), ("fast", "the fast TCC row"),
-                       ("adaptive", "each baseline")):
-        ap.add_argument(f"--{name}-seconds", type=float, help=f"measured seconds of {what}")
-        ap.add_argument(f"--{name}-warmup", type=float, help=f"warm-up seconds of {what}")
-    ap.add_argument("--front-ms", type=float, default=1.0, help="front service time, ms CPU (X1: 1)")
-    ap.add_argument("--service-ms", type=float, default=1.3, help="web service time, ms CPU (X1: 1.3)")
-    ap.add_argument("--delay-ms", type=float, default=5.0, help="web delay, ms (X1: 5)")
-    ap.add_argument("--mode", default="cpu", help="the service's mode: cpu, memory:MiB, disk:FILE")
+    ap.add_argument("--no-paper", dest="paper", action="store_false",
+                    help=f"skip the TCC (paper mode) row ({PAPER_SPEC})")
+    for key in PRESETS["default"]:
+        if key != "quick_sizes":
+            ap.add_argument("--" + key.replace("_", "-"), type=float, help=f"override the preset's {key}")
+    ap.add_argument("--front-ms", type=float, help="front service time, ms CPU (default: the scenario's)")
+    ap.add_argument("--service-ms", type=float, help="web service time, ms CPU (default: the scenario's)")
+    ap.add_argument("--delay-ms", type=float, help="web delay, ms (default: the scenario's)")
+    ap.add_argument("--data-file", default="/var/tmp/tact-tune-data.bin",
+                    help="the disk and memory scenarios' file (created once, reused)")
+    ap.add_argument("--data-mib", type=int, default=1024, help="its size, MiB (>= 1024 for X3)")
+    ap.add_argument("--mem-slice-mib", type=int, default=16, help="memory: MiB per connection (request)")
+    ap.add_argument("--mem-workers", type=int, default=3, help="memory: connections the limit holds")
+    ap.add_argument("--mem-base-mib", type=int, default=24, help="memory: the limit's share for the service itself")
+    ap.add_argument("--disk-iops", type=int, default=300,
+                    help="disk: the service's read IOPS cap (spec X3's io.max; 0 for none: io_ticks)")
+    ap.add_argument("--rate-mbit", type=int, default=50, help="net: tbf rate")
+    ap.add_argument("--reply-kib", type=int, default=64, help="net: reply size")
     ap.add_argument("--max", type=int, default=64, help="n_max of the adaptive controllers")
     ap.add_argument("--init", type=int, help="n_init of the controllers (default: the online CPUs)")
     ap.add_argument("--seed", type=int, default=1)
@@ -408,68 +1297,97 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "tune"))
     ap.add_argument("--lock", default=DEFAULT_LOCK, help="wait while this file exists, hold it while running "
                     "('' to skip)")
-    ap.add_argument("--from-results", metavar="FILE", help="run nothing: report again on a results.partial.jsonl")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and its duration, then exit")
     args = ap.parse_args()
 
-    outdir = os.path.abspath(args.out)
-    os.makedirs(os.path.join(outdir, "runs"), exist_ok=True)
-    if args.from_results:
-        with open(args.from_results) as f:
-            lines = [json.loads(x) for x in f if x.strip()]
-        report(lines[1:], lines[0]["config"], lines[0]["env"], outdir, lines[0].get("elapsed_s", 0))
-        return 0
-
+    scenarios = [s.strip() for s in args.scenario.split(",") if s.strip()]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            ap.error(f"--scenario: unknown {s!r} (expected {', '.join(ALL_SCENARIOS)})")
     preset = "quick" if args.quick else "default"
     p = dict(PRESETS[preset])
-    for k in ("sizes", "fast_tcc") + tuple(f"{a}_{b}" for a in ("static", "tcc", "fast", "adaptive")
-                                            for b in ("seconds", "warmup")):
-        if getattr(args, k, None) is not None:
-            p[k] = getattr(args, k)
-    try:
-        sizes = parse_sizes(p["sizes"])
-    except ValueError as e:
-        ap.error(f"--sizes: {e}")
+    for key in p:
+        v = getattr(args, key, None)
+        if v is not None:
+            p[key] = v
+    if args.sizes is not None:
+        try:
+            parse_sizes(args.sizes)
+        except ValueError as e:
+            ap.error(f"--sizes: {e}")
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
-    runs = plan_runs(p, sizes, policies)
-    est = estimate(runs)
-    cpus = sorted(os.sched_getaffinity(0))
-    for c in (args.service_cpu, args.driver_cpu):
-        if c not in cpus:
-            ap.error(f"CPU {c} is not available here ({cpus})")
-    log(f"preset {preset}: {len(sizes)} static sizes x {p['static_warmup']}+{p['static_seconds']} s, "
-        + ", ".join(f"{lab} {w:.0f}+{s:.0f} s" for lab, _, w, s in runs if not lab.startswith("static:")))
-    log(f"estimated duration: {est / 60:.1f} min (+ the build)")
+    est = {s: estimate(s, p, args, policies) for s in scenarios}
+    for s in scenarios:
+        n = len(scenario_sizes(s, p, args))
+        log(f"{s}: {n} static sizes, about {est[s] / 60:.1f} min")
+    total = sum(est.values())
+    log(f"preset {preset}: estimated duration {total / 60:.1f} min (+ the build, + creating the data file once)")
     if args.dry_run:
         return 0
     if not shutil.which("taskset"):
         raise SystemExit("taskset not found (util-linux)")
+    needs_root = [s for s in scenarios if s in ("memory", "net") or (s == "disk" and args.disk_iops)]
+    if needs_root and os.geteuid() != 0:
+        raise SystemExit(f"scenarios {', '.join(needs_root)} need root (a memory cgroup, a network namespace)")
+    cpus = sorted(os.sched_getaffinity(0))
+    for c in (args.service_cpu, args.driver_cpu):
+        if c not in cpus:
+            ap.error(f"CPU {c} is not available here ({cpus})")
 
+    outdir = os.path.abspath(args.out)
+    os.makedirs(os.path.join(outdir, "runs"), exist_ok=True)
     CLEANUP.install()
     take_lock(args.lock, CLEANUP, "bench/tune")
     bindir = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release") \
         if args.no_build else build(args.cargo)
     env = environment(cpus)
-    cfg = dict(p, preset=preset, policies=policies, front_ms=args.front_ms, service_ms=args.service_ms,
-               delay_ms=args.delay_ms, mode=args.mode, max=args.max, init=args.init, seed=args.seed,
-               service_cpu=args.service_cpu, driver_cpu=args.driver_cpu, estimate_s=round(est))
-    _, addr = start_service(bindir, args.service_cpu, args, outdir)
-    partial = os.path.join(outdir, "results.partial.jsonl")
-    with open(partial, "w") as f:
+    cfg = dict(p, preset=preset, scenarios=scenarios, policies=policies, paper=PAPER_SPEC if args.paper else None,
+               max=args.max, init=args.init, seed=args.seed, service_cpu=args.service_cpu,
+               driver_cpu=args.driver_cpu, estimate_s=round(total))
+    partial_path = os.path.join(outdir, "results.partial.jsonl")
+    with open(partial_path, "w") as f:
         f.write(json.dumps({"config": cfg, "env": env}) + "\n")
-    results = []
-    for i, (label, spec, warmup, seconds) in enumerate(runs):
-        log(f"[{i + 1}/{len(runs)}] {label}: {warmup:g}+{seconds:g} s")
-        rec = run_driver(bindir, args.driver_cpu, addr, label, spec, warmup, seconds, args, outdir)
-        if rec.get("error"):
-            log(f"{label} failed: {rec['error']}")
-        results.append(rec)
-        with open(partial, "a") as f:
-            f.write(json.dumps(slim(rec)) + "\n")
+
+    def partial(rec):
+        with open(partial_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    texts, summary = [], []
+    for name in scenarios:
+        t = time.monotonic()
+        ctx = setup(name, args, p, bindir, outdir)
+        try:
+            if name == "competitor":
+                data = {"results": run_competitor(ctx, p, policies, partial)}
+            elif name == "pools":
+                sweep, pairs = run_pools(ctx, p, policies, partial)
+                data = {"results": sweep, "pairs": pairs}
+            else:
+                data = {"results": run_sweep(ctx, p, policies, partial)}
+        finally:
+            teardown(ctx)
+        text, tt = report_scenario(name, ctx, data)
+        texts.append(text)
+        summary += [(name, *row) for row in tt]
+        log(f"{name} took {time.monotonic() - t:.0f} s (estimated {est[name]:.0f} s)")
     env["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
-    report([slim(r) for r in results], cfg, env, outdir, time.monotonic() - T0)
+    elapsed = time.monotonic() - T0
+    head = [f"bench/tune (issue 6): preset {preset}; service on CPU {args.service_cpu}, driver on CPU "
+            f"{args.driver_cpu}; {env['kernel']}, {env['cpus']} CPUs, swap {'yes' if env['swap'] else 'no'}, "
+            f"load average {' '.join(env['loadavg_start'])} -> {' '.join(env['loadavg_end'])}; total {elapsed:.0f} s"]
+    stable = table_text(["scenario", "target", "tact", "verdict"], [list(r) for r in summary]) if summary else \
+        "(no targets: no tcc run)"
+    text = "\n".join(head + ["", "targets (tact = the default tcc row):", stable])
+    print("\n" + text)
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write("\n\n".join(texts + [text]) + "\n")
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump({"config": cfg, "env": env, "elapsed_s": elapsed,
+                   "targets": [dict(zip(("scenario", "criterion", "value", "verdict"), r)) for r in summary],
+                   "scenarios": {s: f"results-{s}.json" for s in scenarios}}, f, indent=1)
     CLEANUP.run()
-    os.unlink(partial)
+    os.unlink(partial_path)
+    log(f"wrote {os.path.join(outdir, 'table.txt')}, results.json")
     return 0
 
 

@@ -5,7 +5,7 @@
 //!
 //! | request | reply |
 //! | --- | --- |
-//! | `R` | `K` once the request's work is done |
+//! | `R` | `K` once the request's work is done, followed by the service's `--reply-bytes` of padding on the same line |
 //! | `S` | `CPU_NS REQUESTS MODE`: the service's process CPU time, requests served, current mode |
 //! | `M SPEC` | `K` after switching to mode SPEC (see [`crate::mode`]), or `E MESSAGE` |
 
@@ -35,6 +35,12 @@ impl Request {
             },
         }
     }
+}
+
+/// The reply to `R`: `K`, `padding` bytes of filler (replies big enough to fill a shaped link,
+/// spec X4), newline. The filler is never a newline, so a reply stays one line.
+pub fn work_reply(padding: usize) -> String {
+    format!("K{}\n", "x".repeat(padding))
 }
 
 /// What `S` returns.
@@ -97,9 +103,13 @@ impl Client {
 
     /// One unit of work; returns when the service has replied.
     pub fn request(&mut self) -> io::Result<()> {
-        match self.call("R\n")? {
-            "K" => Ok(()),
-            other => Err(io::Error::other(format!("unexpected reply {other:?}"))),
+        let reply = self.call("R\n")?;
+        match reply.strip_prefix('K') {
+            Some(pad) if pad.bytes().all(|b| b == b'x') => Ok(()),
+            _ => Err(io::Error::other(format!(
+                "unexpected reply {:?}",
+                reply.chars().take(80).collect::<String>()
+            ))),
         }
     }
 
@@ -133,6 +143,14 @@ mod tests {
         );
         assert!(Request::parse("M \n").is_err());
         assert!(Request::parse("X").is_err());
+    }
+
+    #[test]
+    fn work_replies_carry_their_padding_on_one_line() {
+        assert_eq!(work_reply(0), "K\n");
+        let r = work_reply(65536);
+        assert_eq!(r.len(), 65538);
+        assert_eq!(r.lines().count(), 1);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The two binaries end to end on loopback: the service's protocol and mode switch, and a short
-//! driver run whose JSON must describe what a static pool of two does.
+//! driver run whose JSON must describe what a static pool of two does, padded replies, the mapped
+//! memory mode, and the competitor's load.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 
 use tact_bench_tune::protocol::Client;
@@ -14,6 +15,10 @@ struct Service {
 
 impl Service {
     fn start() -> Service {
+        Service::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tune-service"))
             .args([
                 "--listen",
@@ -23,6 +28,7 @@ impl Service {
                 "--delay-ms",
                 "1",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .expect("start tune-service");
@@ -65,6 +71,76 @@ fn service_serves_counts_and_switches_modes() {
     c.request().unwrap();
     let s = c.stats().unwrap();
     assert_eq!((s.requests, s.mode.as_str()), (6, "memory:1"));
+
+    // The mapped mode over a 2 MiB file: two 1 MiB slices, any connection maps one of them.
+    let dir = std::env::temp_dir().join(format!("tact-bench-tune-mapped-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("data");
+    std::fs::write(&file, vec![1u8; 2 << 20]).unwrap();
+    let spec = format!("mapped:{}:1", file.display());
+    c.set_mode(&spec).unwrap();
+    c.request().unwrap();
+    let s = c.stats().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!((s.requests, s.mode.as_str()), (7, spec.as_str()));
+}
+
+#[test]
+fn replies_carry_the_requested_padding() {
+    let svc = Service::start_with(&["--reply-bytes", "65536"]);
+    let mut raw = std::net::TcpStream::connect(&svc.addr).unwrap();
+    raw.write_all(b"R\n").unwrap();
+    let mut line = String::new();
+    BufReader::new(raw).read_line(&mut line).unwrap();
+    assert_eq!(line.len(), 65538, "K + 64 KiB + newline");
+    assert!(line.starts_with('K') && line.ends_with('\n'));
+    // The client accepts a padded reply as one unit of work done.
+    let mut c = Client::connect(&svc.addr).unwrap();
+    c.request().unwrap();
+    assert_eq!(c.stats().unwrap().requests, 2);
+}
+
+/// The process's user + system CPU time in clock ticks, from /proc.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn the_competitor_runs_its_threads_until_killed() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tune-compete"))
+        .args(["--threads", "2", "--burst-ms", "2", "--sleep-ms", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tune-compete");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // Generous on a loaded machine: it only has to have burnt some CPU within 30 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut burnt = 0;
+    while burnt == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        burnt = cpu_ticks(child.id());
+    }
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line.trim(), "competing with 2 threads");
+    assert!(burnt > 0, "no CPU burnt in 30 s");
+    assert!(alive, "it must run until killed");
+}
+
+#[test]
+fn the_competitor_rejects_zero_threads() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tune-compete"))
+        .args(["--threads", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
 }
 
 #[test]
@@ -101,6 +177,10 @@ fn driver_reports_a_static_pool_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The event line a harness waits for comes first; a static pool never enters Steady.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().next(), Some("started"), "{stdout}");
+    assert!(!stdout.contains("steady "), "{stdout}");
     let rep: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();

@@ -4,8 +4,13 @@
 //! connection. Records every completion, the target history, TCC's transitions and, every
 //! sampling period, the service's and its own CPU time; prints a one-line summary and writes
 //! everything as JSON (`--json`).
+//!
+//! While it runs, stdout carries event lines for a harness that acts mid-run (run.py starts a
+//! competitor once TCC is steady): `started` when the pool's clock starts, then
+//! `steady AT TARGET` (s since the pool's start) whenever TCC enters Steady.
 
 use std::cell::RefCell;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +26,7 @@ use tact_bench_tune::summary::{
     first_steady, period, steady_intervals, Completion, History, Period, Sample,
 };
 use tact_core::tune::select::policy_from_spec;
-use tact_core::tune::Transition;
+use tact_core::tune::{Phase, Transition};
 use tact_lib::tune::Pool;
 use tact_sim::SimRng;
 
@@ -147,6 +152,19 @@ impl Shared {
     }
 }
 
+/// Prints an event line for each entry into Steady (the module doc's `steady AT TARGET`).
+fn announce_steady(fresh: &[Transition]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for t in fresh
+        .iter()
+        .filter(|t| t.to == Phase::Steady && t.from != Phase::Steady)
+    {
+        writeln!(out, "steady {:.3} {}", t.at.as_secs_f64(), t.target_to)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 fn online_cpus() -> usize {
     // SAFETY: sysconf only reads a system setting.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
@@ -176,6 +194,8 @@ fn main() -> Result<()> {
         errors: AtomicU64::new(0),
         stop: AtomicBool::new(false),
     });
+    println!("started");
+    std::io::stdout().flush()?;
     let pool = Arc::new(
         Pool::builder()
             .policy(policy)
@@ -224,7 +244,9 @@ fn main() -> Result<()> {
             target: pool.target(),
         });
         // Drained as the run goes, so the policy's bounded trace buffer never drops any.
-        trace.extend(pool.drain_trace());
+        let fresh = pool.drain_trace();
+        announce_steady(&fresh)?;
+        trace.extend(fresh);
         if at >= end {
             break;
         }

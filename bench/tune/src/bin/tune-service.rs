@@ -5,7 +5,7 @@
 //! concurrency while the delays overlap, then flattens once the core is busy (the knee).
 //!
 //! Prints `listening ADDR` on stdout once it accepts connections (`--listen 127.0.0.1:0` picks a
-//! free port). Protocol: `tact_bench_tune::protocol`.
+//! free port; in a network namespace, the namespace's address). Protocol: `tact_bench_tune::protocol`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,7 +18,7 @@ use clap::Parser;
 use tact_bench_tune::cputime::{process_cpu, spin};
 use tact_bench_tune::mode::{Extra, Mode};
 use tact_bench_tune::pareto::{Pareto, SHAPE};
-use tact_bench_tune::protocol::{Request, ServiceStats};
+use tact_bench_tune::protocol::{work_reply, Request, ServiceStats};
 use tact_sim::SimRng;
 
 #[derive(Parser, Debug)]
@@ -42,6 +42,9 @@ struct Args {
     /// Extra work per request: cpu, memory:MiB or disk:FILE (switch at run time with `M SPEC`).
     #[arg(long, default_value = "cpu")]
     mode: String,
+    /// Padding bytes per reply, so that replies can fill a shaped link (spec X4: 64 KiB).
+    #[arg(long, default_value_t = 0)]
+    reply_bytes: usize,
 }
 
 struct Shared {
@@ -50,6 +53,8 @@ struct Shared {
     seed: u64,
     mode: RwLock<(Mode, Arc<Extra>)>,
     requests: AtomicU64,
+    /// The reply to `R`, padding included (`protocol::work_reply`).
+    reply: String,
 }
 
 fn ms(name: &str, v: f64) -> Result<Duration> {
@@ -74,6 +79,7 @@ fn main() -> Result<()> {
         seed: args.seed,
         mode: RwLock::new((mode, Arc::new(extra))),
         requests: AtomicU64::new(0),
+        reply: work_reply(args.reply_bytes),
     });
     let listener =
         TcpListener::bind(&args.listen).with_context(|| format!("bind {}", args.listen))?;
@@ -125,11 +131,11 @@ fn serve(stream: TcpStream, conn: u64, shared: &Shared) -> Result<()> {
             Ok(Request::Work) => {
                 let extra = Arc::clone(&shared.mode.read().expect("mode lock").1);
                 spin(service.draw());
-                match extra.run(&mut extra_rng) {
+                match extra.run(&mut extra_rng, conn) {
                     Ok(()) => {
                         std::thread::sleep(delay.draw());
                         shared.requests.fetch_add(1, Ordering::Relaxed);
-                        "K\n".to_string()
+                        shared.reply.clone()
                     }
                     Err(e) => format!("E {e}\n"),
                 }
