@@ -12,6 +12,7 @@ fn strict(lazy: bool) -> Alps {
         lazy,
         io: true,
         cycle_bound: false,
+        checks: false,
         mode: Mode::Strict,
         cpus: 1,
     })
@@ -721,4 +722,130 @@ fn a_member_that_left_is_not_charged_again() {
     assert_eq!(e.members, 1);
     assert!((e.allowance - 2.0).abs() < 1e-12, "{}", e.allowance);
     assert_invariant(&a);
+}
+
+/// Strict ALPS on one CPU with quantization-aware accounting (spec section 6).
+fn checked() -> Alps {
+    Alps::new(ShareConfig {
+        checks: true,
+        ..ShareConfig::new(Q, 1)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_check_stops_an_entity_where_it_runs_out() {
+    let mut a = checked();
+    a.step(1, &[], vec![arrive(0, 1), arrive(1, 3)]).unwrap();
+    // Entity 0 used 6 ms of its 10: it could run out 4 ms after the tick at 20 ms.
+    let out = a
+        .step(1, &[(0, one(0, 6_000_000)), (1, one(1, 4_000_000))], vec![])
+        .unwrap();
+    assert!(out.actions.is_empty());
+    assert_eq!(out.wake_at, Some(24_000_000));
+    assert!(a.due_checks(22_000_000).is_empty());
+    assert_eq!(a.due_checks(24_000_000), vec![0]);
+    // It ran flat out: stopped at the check, exactly spent, not a quantum later.
+    let out = a.check(24_000_000, &[(0, one(0, 10_000_000))]);
+    assert_eq!(out.actions, vec![Action::Stop(0)]);
+    assert_eq!(allowance(&a, 0), 0.0);
+    assert_eq!(a.counters().checks, 1);
+    assert_invariant(&a);
+    // Without checks the same entity runs on to the next tick.
+    let mut b = strict(true);
+    b.step(1, &[], vec![arrive(0, 1), arrive(1, 3)]).unwrap();
+    let out = b
+        .step(1, &[(0, one(0, 6_000_000)), (1, one(1, 4_000_000))], vec![])
+        .unwrap();
+    assert_eq!(out.wake_at, None);
+}
+
+#[test]
+fn a_check_rearms_from_what_is_left() {
+    let mut a = checked();
+    a.step(1, &[], vec![arrive(0, 1), arrive(1, 3)]).unwrap();
+    a.step(1, &[(0, one(0, 6_000_000)), (1, one(1, 4_000_000))], vec![])
+        .unwrap();
+    // Half speed since the tick: 2 ms of the 4 ms left are gone, so the next earliest
+    // exhaustion is 2 ms later.
+    let out = a.check(24_000_000, &[(0, one(0, 8_000_000))]);
+    assert!(out.actions.is_empty());
+    assert_eq!(out.wake_at, Some(26_000_000));
+    assert!((allowance(&a, 0) - 0.2).abs() < 1e-9);
+    assert_invariant(&a);
+}
+
+#[test]
+fn a_check_holds_an_entity_that_would_overshoot_more_than_it_undershoots() {
+    let mut a = checked();
+    a.step(1, &[], vec![arrive(0, 1), arrive(1, 3)]).unwrap();
+    a.step(1, &[(0, one(0, 6_000_000)), (1, one(1, 4_000_000))], vec![])
+        .unwrap();
+    // Flat out since the tick but 0.3 ms short of the check's estimate: 0.3 ms left, and the
+    // next decision at least 1 ms away, in which it would use 1 ms. Stopped now, 0.3 ms under.
+    let out = a.check(23_700_000, &[(0, one(0, 9_700_000))]);
+    assert_eq!(out.actions, vec![Action::Stop(0)]);
+    let e = a.entity(0).unwrap();
+    assert!(e.held && !e.eligible && (e.allowance - 0.03).abs() < 1e-9);
+    assert_invariant(&a);
+    // It stays stopped, unread, while entity 1 (2.6 quanta left, read lazily at 50 ms) runs
+    // alone from the check on.
+    for _ in 0..2 {
+        assert!(a.due(1).is_empty());
+        assert!(a.step(1, &[], vec![]).unwrap().actions.is_empty());
+        assert!(a.entity(0).unwrap().held);
+    }
+    assert_eq!(a.due(1), vec![1]);
+    // By 50 ms entity 1 has used 30.3 ms: the group has spent its cycle (0.03 quanta held
+    // back, 0.03 overdrawn). The cycle ends, the held remainder carries over, entity 0 runs.
+    let out = a.step(1, &[(1, one(1, 30_300_000))], vec![]).unwrap();
+    assert!(out.cycle.is_some());
+    assert_eq!(out.actions, vec![Action::Continue(0)]);
+    let e = a.entity(0).unwrap();
+    assert!(!e.held && e.eligible && (e.allowance - 1.03).abs() < 1e-9);
+    assert!((allowance(&a, 1) - 2.97).abs() < 1e-9);
+    assert_invariant(&a);
+}
+
+#[test]
+fn when_every_entity_left_is_held_the_cycle_ends() {
+    let mut a = checked();
+    a.step(1, &[], vec![arrive(0, 1), arrive(1, 1)]).unwrap();
+    // Entity 1 overdraws at the tick; entity 0 has 0.4 quanta left and a check at 24 ms.
+    let out = a
+        .step(
+            1,
+            &[(0, one(0, 6_000_000)), (1, one(1, 11_000_000))],
+            vec![],
+        )
+        .unwrap();
+    assert_eq!(out.actions, vec![Action::Stop(1)]);
+    assert_eq!(out.wake_at, Some(24_000_000));
+    // Held with 0.3 ms left: nobody else may run, so the cycle ends at the check.
+    let out = a.check(23_700_000, &[(0, one(0, 9_700_000))]);
+    assert!(out.cycle.is_some());
+    assert_eq!(out.actions, vec![Action::Continue(1)]);
+    assert!(a.entity(0).unwrap().eligible && a.entity(1).unwrap().eligible);
+    assert!((allowance(&a, 0) - 1.03).abs() < 1e-9);
+    assert!((allowance(&a, 1) - 0.9).abs() < 1e-9);
+    assert_invariant(&a);
+}
+
+#[test]
+fn the_blocked_charge_is_clamped_to_what_is_left() {
+    for (checks, want) in [(false, -0.7), (true, 0.0)] {
+        let mut a = Alps::new(ShareConfig {
+            checks,
+            ..ShareConfig::new(Q, 1)
+        })
+        .unwrap();
+        a.step(1, &[], vec![arrive(0, 1), arrive(1, 3)]).unwrap();
+        let asleep = Reading::single(0, 7_000_000, true, 1);
+        let out = a
+            .step(1, &[(0, asleep), (1, one(1, 3_000_000))], vec![])
+            .unwrap();
+        assert_eq!(out.actions, vec![Action::Stop(0)]);
+        assert!((allowance(&a, 0) - want).abs() < 1e-9, "checks {checks}");
+        assert_invariant(&a);
+    }
 }

@@ -1,6 +1,6 @@
 //! Property tests of the ALPS engine's invariants (spec proportional-share.md section 2) over
 //! random sequences of arrivals, departures, share changes, readings (blocked or not, threaded or
-//! not) and missed quanta, in both modes, basic and optimized.
+//! not), missed quanta and sub-quantum checks, in both modes, basic and optimized.
 
 use std::collections::BTreeMap;
 
@@ -30,6 +30,11 @@ enum Op {
         use_frac: f64,
         blocked: u32,
     },
+    /// The check the engine asked for, if any, happens; until then each running entity uses
+    /// `use_frac` of what it could.
+    Check {
+        use_frac: f64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -40,6 +45,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), 0u64..40).prop_map(|(pick, share)| Op::SetShare { pick, share }),
         8 => (1u64..4, prop_oneof![Just(1.0), 0.0f64..=1.0], any::<u32>())
             .prop_map(|(ticks, use_frac, blocked)| Op::Tick { ticks, use_frac, blocked }),
+        4 => prop_oneof![Just(1.0), 0.0f64..=1.0].prop_map(|use_frac| Op::Check { use_frac }),
     ]
 }
 
@@ -49,20 +55,24 @@ fn config() -> impl Strategy<Value = ShareConfig> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
         1u32..5,
     )
-        .prop_map(|(lazy, io, cycle_bound, conserving, cpus)| ShareConfig {
-            quantum_ns: Q,
-            lazy,
-            io,
-            cycle_bound,
-            mode: if conserving {
-                Mode::Conserving
-            } else {
-                Mode::Strict
+        .prop_map(
+            |(lazy, io, cycle_bound, checks, conserving, cpus)| ShareConfig {
+                quantum_ns: Q,
+                lazy,
+                io,
+                cycle_bound,
+                checks,
+                mode: if conserving {
+                    Mode::Conserving
+                } else {
+                    Mode::Strict
+                },
+                cpus,
             },
-            cpus,
-        })
+        )
 }
 
 /// The processes behind the engine: true cumulative CPU, whether they run, their threads.
@@ -74,9 +84,24 @@ struct World {
     /// CPU at the engine's last read.
     read_cpu: BTreeMap<u64, u64>,
     next_id: u64,
+    /// Time up to which the processes have run, ns on the engine's clock (tick k at k·Q).
+    time: u64,
 }
 
 impl World {
+    /// Every running, awake process uses `use_frac` of what it could until `until`.
+    fn run_until(&mut self, until: u64, use_frac: f64, asleep: impl Fn(usize) -> bool, cpus: u32) {
+        let span = until.saturating_sub(self.time);
+        let ids: Vec<u64> = self.cpu.keys().copied().collect();
+        for (k, id) in ids.iter().enumerate() {
+            if self.running[id] && !asleep(k) {
+                let par = u64::from(self.threads[id].min(cpus));
+                *self.cpu.get_mut(id).unwrap() += (use_frac * (par * span) as f64) as u64;
+            }
+        }
+        self.time = self.time.max(until);
+    }
+
     fn reading(&self, id: u64, blocked: bool) -> Reading {
         Reading {
             cpu_ns: vec![(id, self.cpu[&id])],
@@ -124,7 +149,15 @@ fn check_invariant(a: &Alps) -> Result<(), TestCaseError> {
 fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut a = Alps::new(cfg.clone()).unwrap();
     let mut w = World::default();
+    // The check the engine asked for.
+    let mut pending: Option<u64> = None;
+    // Nobody was left to run after the last tick.
+    let mut stalled = false;
     for op in ops {
+        let event = matches!(
+            op,
+            Op::Arrive { .. } | Op::Depart { .. } | Op::SetShare { .. }
+        );
         match op {
             Op::Arrive { share, threads } => {
                 let id = w.next_id;
@@ -206,16 +239,10 @@ fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 use_frac,
                 blocked,
             } => {
-                // The processes run for `ticks` quanta.
+                // The processes run for `ticks` quanta (less what checks already covered).
                 let ids: Vec<u64> = w.cpu.keys().copied().collect();
-                for (k, id) in ids.iter().enumerate() {
-                    let asleep = blocked & (1 << (k % 32)) != 0;
-                    if w.running[id] && !asleep {
-                        let par = u64::from(w.threads[id].min(cfg.cpus));
-                        let used = (use_frac * (par * Q * ticks) as f64) as u64;
-                        *w.cpu.get_mut(id).unwrap() += used;
-                    }
-                }
+                let asleep = |k: usize| blocked & (1 << (k % 32)) != 0;
+                w.run_until((a.count() + ticks) * Q, use_frac, asleep, cfg.cpus);
                 let due = a.due(ticks);
                 for e in a.entities() {
                     let in_due = due.contains(&e.id);
@@ -250,6 +277,16 @@ fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .collect();
                 let out = a.step(ticks, &readings, vec![]).unwrap();
                 prop_assert!(out.rejected.is_empty());
+                // Liveness: a group with nobody left to run ends its cycle at the next tick.
+                if stalled {
+                    prop_assert!(out.cycle.is_some(), "the group stays stopped");
+                }
+                stalled =
+                    a.entities().next().is_some() && a.entities().all(|e| !e.eligible && !e.filled);
+                pending = out.wake_at;
+                if !cfg.checks {
+                    prop_assert!(out.wake_at.is_none());
+                }
                 for &id in &due {
                     w.read_cpu.insert(id, w.cpu[&id]);
                 }
@@ -284,8 +321,58 @@ fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     prop_assert!(c.rms.is_finite());
                 }
             }
+            Op::Check { use_frac } => {
+                let Some(at) = pending.take() else { continue };
+                // Checks come before the next tick, at least a millisecond after the step.
+                prop_assert!(at < (a.count() + 1) * Q && at >= a.count() * Q + 1_000_000);
+                w.run_until(at, use_frac, |_| false, cfg.cpus);
+                let due = a.due_checks(at);
+                prop_assert!(!due.is_empty());
+                let readings: Vec<(u64, Reading)> =
+                    due.iter().map(|&id| (id, w.reading(id, false))).collect();
+                let before: BTreeMap<u64, f64> =
+                    a.entities().map(|e| (e.id, e.allowance)).collect();
+                let out = a.check(at, &readings);
+                for &id in &due {
+                    w.read_cpu.insert(id, w.cpu[&id]);
+                }
+                // A check stops, or continues at a cycle end; it never pins or fills.
+                for x in &out.actions {
+                    match *x {
+                        Action::Stop(id) => prop_assert!(w.running[&id]),
+                        Action::Continue(id) => {
+                            prop_assert!(out.cycle.is_some() && !w.running[&id])
+                        }
+                        _ => prop_assert!(false, "{:?} at a check", x),
+                    }
+                }
+                // Without a cycle end, only what the read entities used changed anything.
+                if out.cycle.is_none() {
+                    for e in a.entities().filter(|e| !due.contains(&e.id)) {
+                        prop_assert_eq!(e.allowance, before[&e.id]);
+                    }
+                }
+                w.apply(&out.actions);
+                for e in a.entities() {
+                    prop_assert_eq!(w.running[&e.id], e.eligible || e.filled, "entity {}", e.id);
+                }
+                pending = out.wake_at;
+            }
+        }
+        if event {
+            // A step with an event replaces any check; nothing ran meanwhile.
+            pending = None;
+            stalled = false;
+            w.time = a.count() * Q;
         }
         check_invariant(&a)?;
+        // Stopped with allowance left only when held by a check (a cut leaves it negative).
+        for e in a.entities() {
+            prop_assert!(!e.held || (cfg.checks && !e.eligible));
+            if !e.eligible && e.allowance > 0.0 {
+                prop_assert!(e.held, "entity {} stopped with {} left", e.id, e.allowance);
+            }
+        }
     }
     Ok(())
 }
@@ -313,6 +400,7 @@ fn greedy_entities_are_stopped_the_quantum_they_run_out() {
             lazy,
             io: true,
             cycle_bound: false,
+            checks: false,
             mode: Mode::Strict,
             cpus: 4,
         })
@@ -400,6 +488,7 @@ fn an_entity_stopped_unread_is_read_as_soon_as_it_is_eligible_again() {
         lazy: true,
         io: true,
         cycle_bound: false,
+        checks: false,
         mode: Mode::Strict,
         cpus: 1,
     };

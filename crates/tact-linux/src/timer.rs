@@ -109,6 +109,57 @@ impl AsFd for Ticker {
     }
 }
 
+/// A one-shot timer for wake-ups between a [`Ticker`]'s periods (`tact share`'s sub-quantum
+/// checks): a non-blocking, close-on-exec `timerfd` on `CLOCK_MONOTONIC`, readable once it has
+/// expired.
+#[derive(Debug)]
+pub struct Alarm {
+    fd: TimerFd,
+}
+
+impl Alarm {
+    /// A disarmed alarm.
+    pub fn new() -> Result<Alarm> {
+        let fd = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )
+        .map_err(|e| timer_error("timerfd_create", e.into()))?;
+        Ok(Alarm { fd })
+    }
+
+    /// Expire once, `after` from now, replacing any earlier setting (a zero delay expires at
+    /// once rather than disarming).
+    pub fn set(&mut self, after: Duration) -> Result<()> {
+        let after = after.max(Duration::from_nanos(1));
+        self.fd
+            .set(
+                Expiration::OneShot(TimeSpec::from_duration(after)),
+                TimerSetTimeFlags::empty(),
+            )
+            .map_err(|e| timer_error("timerfd_settime", e.into()))
+    }
+
+    /// Whether it expired since it was set, without blocking; an expiration is reported once.
+    pub fn take(&mut self) -> Result<bool> {
+        let mut buf = [0u8; 8];
+        loop {
+            match nix::unistd::read(self.fd.as_fd().as_raw_fd(), &mut buf) {
+                Ok(_) => return Ok(true),
+                Err(Errno::EAGAIN) => return Ok(false),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(timer_error("read", e.into())),
+            }
+        }
+    }
+}
+
+impl AsFd for Alarm {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 fn timer_error(op: &str, e: io::Error) -> Error {
     Error::io(format!("timerfd ({op})"), e)
 }
@@ -117,6 +168,27 @@ fn timer_error(op: &str, e: io::Error) -> Error {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn an_alarm_expires_once() {
+        let mut a = Alarm::new().unwrap();
+        assert!(!a.take().unwrap());
+        let start = Instant::now();
+        let wait = |a: &Alarm| {
+            let mut fds = [PollFd::new(a.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, PollTimeout::from(5_000u16)).unwrap();
+        };
+        a.set(Duration::from_millis(3)).unwrap();
+        wait(&a);
+        assert!(start.elapsed() >= Duration::from_millis(2));
+        assert!(a.take().unwrap());
+        assert!(!a.take().unwrap());
+        // Set again, then replaced by a sooner setting before it expires.
+        a.set(Duration::from_secs(60)).unwrap();
+        a.set(Duration::ZERO).unwrap();
+        wait(&a);
+        assert!(a.take().unwrap());
+    }
 
     #[test]
     fn counts_periods_and_overruns() {

@@ -35,9 +35,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         claims::SKIP,
         SEEDS.len()
     );
-    println!("Mean RMS relative error; `bounded` is optimized ALPS with tact's cycle bound (`cycle_bound`). Reads and overhead are per quantum; max |AbsErr| over all processes and kept cycles, in quanta.\n");
-    println!("| config | basic | optimized | bounded | opt − basic | reads basic | reads opt | basic ÷ opt | overhead basic | overhead opt | max abs err basic / opt / bounded (Q) | paper |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("Mean RMS relative error; `bounded` is optimized ALPS with tact's cycle bound (`cycle_bound`), `tact` is bounded with quantization-aware accounting (`checks`), `tact share`'s default. Reads, wake-ups and overhead are per quantum; max |AbsErr| over all processes and kept cycles, in quanta.\n");
+    println!("| config | basic | optimized | bounded | tact | opt − basic | reads basic | reads opt | basic ÷ opt | wake-ups tact | overhead basic | overhead opt | overhead tact | max abs err basic / opt / bounded / tact (Q) | paper |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut pinned_json = Vec::new();
     let mut skewed_rows = Vec::new();
     for dist in Dist::ALL {
@@ -55,22 +55,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         claims::average(&runs)
                     })
                     .collect();
-                let (b, o, k) = (&avg[0], &avg[1], &avg[2]);
+                let (b, o, k, t) = (&avg[0], &avg[1], &avg[2], &avg[3]);
                 println!(
-                    "| {}-{n} Q={q} | {} | {} | {} | {:+.2} | {:.2} | {:.2} | {:.1}× | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
+                    "| {}-{n} Q={q} | {} | {} | {} | {} | {:+.2} | {:.2} | {:.2} | {:.1}× | {:.2} | {} | {} | {} | {:.2} / {:.2} / {:.2} / {:.2} | {} |",
                     dist.name(),
                     pct(b.mean_rms),
                     pct(o.mean_rms),
                     pct(k.mean_rms),
+                    pct(t.mean_rms),
                     100.0 * (o.mean_rms - b.mean_rms),
                     b.reads_per_quantum,
                     o.reads_per_quantum,
                     b.reads_per_quantum / o.reads_per_quantum,
+                    t.wakeups_per_quantum,
                     pct(b.overhead),
                     pct(o.overhead),
+                    pct(t.overhead),
                     b.max_abs_err_quanta,
                     o.max_abs_err_quanta,
                     k.max_abs_err_quanta,
+                    t.max_abs_err_quanta,
                     claims::paper_figure(dist, n, q),
                 );
                 if dist == Dist::Skewed {
@@ -78,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 pinned_json.push(serde_json::json!({
                     "dist": dist, "n": n, "q_ms": q,
-                    "basic": b, "optimized": o, "bounded": k,
+                    "basic": b, "optimized": o, "bounded": k, "tact": t,
                     "paper": claims::paper_figure(dist, n, q),
                 }));
             }
@@ -103,8 +107,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     println!("\n## The same on a time-slice kernel (3 ms slices by least virtual runtime; one run of {CYCLES} cycles)\n");
-    println!("| config | basic | optimized | bounded | max abs err basic / opt (Q) | one-share mean (sd) opt | big opt |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| config | basic | optimized | bounded | tact | max abs err basic / opt / tact (Q) | one-share mean (sd) opt | big opt | one-share mean (sd) tact | big tact | wake-ups tact |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut slices_json = Vec::new();
     for dist in Dist::ALL {
         for n in NS {
@@ -115,24 +119,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         claims::pinned(SimConfig { seed: 1, ..slices }, dist, n, q, v, CYCLES)
                     })
                     .collect();
-                let skew = runs[1].one_share_rms.map_or("–".into(), |(m, s)| {
-                    format!("{} ({:.2} pts)", pct(m), 100.0 * s)
-                });
-                let big = runs[1].big_rms.map_or("–".into(), pct);
+                let one_share = |r: &claims::ConfigRun| {
+                    r.one_share_rms.map_or("–".into(), |(m, s)| {
+                        format!("{} ({:.2} pts)", pct(m), 100.0 * s)
+                    })
+                };
+                let big = |r: &claims::ConfigRun| r.big_rms.map_or("–".into(), pct);
                 println!(
-                    "| {}-{n} Q={q} | {} | {} | {} | {:.2} / {:.2} | {skew} | {big} |",
+                    "| {}-{n} Q={q} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} | {} | {} | {} | {:.2} |",
                     dist.name(),
                     pct(runs[0].accuracy.mean_rms),
                     pct(runs[1].accuracy.mean_rms),
                     pct(runs[2].accuracy.mean_rms),
+                    pct(runs[3].accuracy.mean_rms),
                     runs[0].max_abs_err_quanta,
                     runs[1].max_abs_err_quanta,
+                    runs[3].max_abs_err_quanta,
+                    one_share(&runs[1]),
+                    big(&runs[1]),
+                    one_share(&runs[3]),
+                    big(&runs[3]),
+                    runs[3].wakeups_per_quantum,
                 );
                 slices_json.push(serde_json::json!({
                     "dist": dist, "n": n, "q_ms": q,
                     "basic": claims::average(&runs[0..1]),
                     "optimized": claims::average(&runs[1..2]),
                     "bounded": claims::average(&runs[2..3]),
+                    "tact": claims::average(&runs[3..4]),
                 }));
             }
         }
@@ -146,6 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         claims::io_test(Variant::Optimized, true, 1, 60),
         claims::io_test(Variant::Basic, true, 1, 60),
         claims::io_test(Variant::Bounded, true, 1, 60),
+        claims::io_test(Variant::Checked, true, 1, 60),
         claims::io_test(Variant::Optimized, false, 1, 60),
     ];
     for r in &io_runs {

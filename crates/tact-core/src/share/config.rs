@@ -50,6 +50,13 @@ pub struct ShareConfig {
     /// not seen late because the entities still running are read lazily.
     #[serde(default)]
     pub cycle_bound: bool,
+    /// Quantization-aware accounting (spec section 6): between quantum ticks, check an entity
+    /// that could exhaust its allowance before the next tick at the earliest time it could, and
+    /// stop it early when less than half of what it would use before the next decision is left;
+    /// clamp the blocked charge to what is left of the allowance. Off: decisions only at ticks,
+    /// a full quantum per blocked observation (the paper's rules).
+    #[serde(default)]
+    pub checks: bool,
     /// Strict or conserving (spec section 4).
     pub mode: Mode,
     /// CPUs the group may use (C).
@@ -72,6 +79,7 @@ impl ShareConfig {
             lazy: true,
             io: true,
             cycle_bound: false,
+            checks: false,
             mode: Mode::default_for(cpus),
             cpus,
         }

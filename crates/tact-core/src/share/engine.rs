@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::checks::{self, Situation};
 use super::config::{ConfigError, Mode, ShareConfig, MAX_SHARE};
 use super::feasible::{feasible_weights, Demand};
 use super::types::{
@@ -42,6 +43,15 @@ struct Entity {
     consumed_cycle: u64,
     /// CPU booked as surplus in the current cycle.
     surplus_cycle: u64,
+    /// Start of the interval the next reading's rate is measured over, ns: the last read, or
+    /// the continue that ended a stop.
+    rate_from: f64,
+    /// CPUs used over the last read interval.
+    rate: Option<f64>,
+    /// Time of the sub-quantum check armed for it, ns.
+    check_at: Option<f64>,
+    /// Stopped early by a check with allowance left: ineligible until the cycle ends.
+    held: bool,
 }
 
 impl Entity {
@@ -56,6 +66,7 @@ impl Entity {
             pinned: self.pinned,
             par: self.par,
             blocked: self.blocked,
+            held: self.held,
             update: self.update,
             last_read: self.last_read,
             members: self.members.len(),
@@ -87,6 +98,8 @@ pub struct Alps {
     counters: Counters,
     cycle_surplus: u64,
     cycle_lost: u64,
+    /// Time of the latest step or check, ns since the timer started (tick k at k·Q).
+    now: f64,
 }
 
 impl Alps {
@@ -102,6 +115,7 @@ impl Alps {
             counters: Counters::default(),
             cycle_surplus: 0,
             cycle_lost: 0,
+            now: 0.0,
         })
     }
 
@@ -172,12 +186,14 @@ impl Alps {
             }
         }
         self.count += ticks;
+        self.now = self.now.max(self.count as f64 * self.q);
         self.counters.steps += 1;
         self.counters.quanta += ticks;
         self.counters.overruns += ticks - 1;
         for e in self.entities.values_mut() {
             e.read_now = false;
             e.stopped_now = false;
+            e.check_at = None;
         }
 
         let mut out = StepOut::default();
@@ -195,7 +211,7 @@ impl Alps {
                     r,
                     true,
                     &self.cfg,
-                    self.count,
+                    (self.count, self.now),
                     &mut self.t_c,
                     &mut self.counters,
                 );
@@ -203,15 +219,10 @@ impl Alps {
         }
 
         self.reweigh();
-
-        if !self.entities.is_empty() && self.t_c <= 0.0 {
-            out.cycle = Some(self.end_cycle());
-        }
+        self.decide(false, &mut out);
         if self.entities.is_empty() {
             self.t_c = 0.0;
         }
-
-        self.transitions(&mut out.actions);
         if self.cfg.lazy && self.cfg.cycle_bound {
             self.cycle_bound();
         }
@@ -220,6 +231,77 @@ impl Alps {
             self.fill(&mut out.actions);
         }
 
+        self.finish(&mut out);
+        Ok(out)
+    }
+
+    /// The entities whose sub-quantum check is due at `now_ns` (ns since the timer started, tick
+    /// `k` at `k·Q`): the driver reads them and calls [`Alps::check`]. Checks that fall within
+    /// half the least gap between checks are taken together. Sorted by id.
+    pub fn due_checks(&self, now_ns: u64) -> Vec<EntityId> {
+        let now = now_ns as f64 + checks::gap(self.q) / 2.0;
+        self.entities
+            .iter()
+            .filter(|(_, e)| e.eligible && e.check_at.is_some_and(|t| t <= now))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// A sub-quantum check at `now_ns` (ns since the timer started; [`StepOut::wake_at`] said
+    /// when): charge the readings of the entities [`Alps::due_checks`] named, stop those that
+    /// have run out or would overshoot by more than they would undershoot, and end the cycle
+    /// if the group has consumed it. No quantum passes and no blocked charge is made (that is
+    /// one quantum per tick's observation); fill and the core partition wait for the next tick.
+    pub fn check(&mut self, now_ns: u64, readings: &[(EntityId, Reading)]) -> StepOut {
+        let next_tick = (self.count + 1) as f64 * self.q;
+        self.now = (now_ns as f64).clamp(self.now, next_tick);
+        let due = self.due_checks(now_ns);
+        self.counters.checks += 1;
+        for e in self.entities.values_mut() {
+            e.read_now = false;
+            e.stopped_now = false;
+        }
+        for &id in &due {
+            let e = self.entities.get_mut(&id).expect("due entity");
+            e.check_at = None;
+            let Some((_, r)) = readings.iter().find(|(rid, _)| *rid == id) else {
+                continue;
+            };
+            self.cycle_surplus += Self::charge(
+                e,
+                r,
+                false,
+                &self.cfg,
+                (self.count, self.now),
+                &mut self.t_c,
+                &mut self.counters,
+            );
+        }
+        let mut out = StepOut::default();
+        self.decide(true, &mut out);
+        self.finish(&mut out);
+        out
+    }
+
+    /// After the readings: end the cycle if the group has consumed it, stop or check again the
+    /// entities just read (quantization-aware accounting), and emit the state changes.
+    fn decide(&mut self, at_check: bool, out: &mut StepOut) {
+        // The cycle ends when the group has consumed it, or when nobody may run: without the
+        // second rule, allowances that are all exactly 0 (a clamped blocked charge) with `t_c`
+        // a rounding error above 0 would leave the group stopped for good.
+        let may_run = self.entities.values().any(|e| e.allowance > 0.0 && !e.held);
+        if !self.entities.is_empty() && (self.t_c <= 0.0 || !may_run) {
+            out.cycle = Some(self.end_cycle());
+        }
+        if self.cfg.checks {
+            self.plan(at_check);
+            self.keep_busy(at_check, out);
+        }
+        self.transitions(&mut out.actions);
+    }
+
+    /// Sort the actions, count them, and say when the next check is due.
+    fn finish(&mut self, out: &mut StepOut) {
         out.actions.sort();
         out.actions.dedup();
         for a in &out.actions {
@@ -229,7 +311,60 @@ impl Alps {
                 self.counters.affinity_changes += 1;
             }
         }
-        Ok(out)
+        out.wake_at = self
+            .entities
+            .values()
+            .filter(|e| e.eligible)
+            .filter_map(|e| e.check_at)
+            .min_by(f64::total_cmp)
+            .map(|t| t.ceil() as u64);
+    }
+
+    /// Quantization-aware accounting for the entities read at this step or check.
+    fn plan(&mut self, at_check: bool) {
+        let (q, now) = (self.q, self.now);
+        let next_tick = (self.count + 1) as f64 * q;
+        for e in self.entities.values_mut().filter(|e| e.read_now) {
+            e.check_at = None;
+            if e.held || e.filled || e.allowance <= 0.0 {
+                continue;
+            }
+            let p = checks::plan(
+                Situation {
+                    allowance: e.allowance,
+                    par: e.par,
+                    rate: e.rate,
+                    now,
+                    next_tick,
+                    at_check,
+                },
+                q,
+            );
+            e.held = p.hold;
+            e.check_at = p.check_at;
+        }
+    }
+
+    /// Holds must not idle the group. If every entity with allowance left is held, nobody
+    /// would consume the rest of the cycle: it ends now (the held remainders carry over, as any
+    /// remainder does). If those not held are all blocked, the held ones run again until the
+    /// next tick (a sleeper's share goes to the others, as the blocked heuristic wants).
+    fn keep_busy(&mut self, at_check: bool, out: &mut StepOut) {
+        let entities = || self.entities.values();
+        if !entities().any(|e| e.held)
+            || entities().any(|e| e.allowance > 0.0 && !e.held && !e.blocked)
+        {
+            return;
+        }
+        if out.cycle.is_none() && !entities().any(|e| e.allowance > 0.0 && !e.held) {
+            out.cycle = Some(self.end_cycle());
+            // The replenished entities are planned afresh (the read ones at their new allowance).
+            self.plan(at_check);
+        } else {
+            for e in self.entities.values_mut() {
+                e.held = false;
+            }
+        }
     }
 
     /// Apply one event. Readings of a departing entity are consumed here.
@@ -274,6 +409,10 @@ impl Alps {
                         unsettled: false,
                         consumed_cycle: 0,
                         surplus_cycle: 0,
+                        rate_from: self.now,
+                        rate: None,
+                        check_at: None,
+                        held: false,
                     },
                 );
                 Ok(())
@@ -379,7 +518,7 @@ impl Alps {
                     r,
                     false,
                     &self.cfg,
-                    self.count,
+                    (self.count, self.now),
                     &mut self.t_c,
                     &mut self.counters,
                 );
@@ -418,7 +557,7 @@ impl Alps {
         r: &Reading,
         blocked_charge: bool,
         cfg: &ShareConfig,
-        count: u64,
+        (count, now): (u64, f64),
         t_c: &mut f64,
         counters: &mut Counters,
     ) -> u64 {
@@ -435,9 +574,21 @@ impl Alps {
         let surplus = book(e, consumed, q, t_c);
         counters.surplus_ns += surplus;
         e.unsettled = false;
+        let span = now - e.rate_from;
+        if span > 0.0 {
+            e.rate = Some(consumed as f64 / span);
+        }
+        e.rate_from = now;
         if blocked_charge && cfg.io && r.blocked && !e.filled {
-            e.allowance -= 1.0;
-            *t_c -= q;
+            // A sleeper is assumed to have sat out the quantum. With checks, never more than
+            // its allowance left: the heuristic is there to end the cycle, not to fine sleepers.
+            let charge = if cfg.checks {
+                e.allowance.clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
+            e.allowance -= charge;
+            *t_c -= charge * q;
         }
         e.blocked = r.blocked;
         let cpus = if r.cpus == 0 {
@@ -512,6 +663,7 @@ impl Alps {
             e.consumed_cycle = 0;
             e.surplus_cycle = 0;
             e.allowance += e.weight;
+            e.held = false;
         }
         self.t_c += total_w * self.q;
         let report = CycleReport {
@@ -529,9 +681,9 @@ impl Alps {
 
     /// Eligibility from the allowances, with the signals for every change, and the next read.
     fn transitions(&mut self, actions: &mut Vec<Action>) {
-        let (count, lazy) = (self.count, self.cfg.lazy);
+        let (count, lazy, now) = (self.count, self.cfg.lazy, self.now);
         for (&id, e) in self.entities.iter_mut() {
-            let eligible = e.allowance > 0.0;
+            let eligible = e.allowance > 0.0 && !e.held;
             if eligible != e.eligible {
                 e.eligible = eligible;
                 let mut running = false;
@@ -541,10 +693,14 @@ impl Alps {
                         running = true;
                     } else {
                         actions.push(Action::Continue(id));
+                        // Its rate is measured from now: it did not run while stopped.
+                        e.rate_from = now;
+                        e.rate = None;
                     }
                 } else {
                     actions.push(Action::Stop(id));
                     e.stopped_now = true;
+                    e.check_at = None;
                     if !e.read_now {
                         e.unsettled = true;
                     }

@@ -19,6 +19,9 @@
 //!     let out = alps.step(ticks, &readings, events)?;    // events: arrivals, departures, share changes
 //!     for a in out.actions { carry out a }               // Stop/Unfill before Continue/Fill
 //!     if let Some(c) = out.cycle { log c }               // one CycleReport per cycle
+//!     if let Some(t) = out.wake_at { arm a one-shot timer for t }
+//! when it expires (before the next tick; t in ns since the timer started, tick k at k·Q):
+//!     let out = alps.check(now_ns, &readings_of(alps.due_checks(now_ns)));  // same handling
 //! ```
 //!
 //! - [`Alps::due`] names the entities to read: every eligible one in basic ALPS (`lazy` off);
@@ -32,6 +35,12 @@
 //!   ([`EventError`]; the rest of the step goes ahead). Only `ticks == 0` refuses a whole step
 //!   ([`StepError`]). A due entity without a reading stays due; readings of other entities, and
 //!   of members the engine was not told about, are ignored.
+//! - With [`ShareConfig::checks`] (quantization-aware accounting, spec section 6), an entity that
+//!   could run out before the next tick is read again at the earliest time it could
+//!   ([`StepOut::wake_at`], [`Alps::due_checks`], [`Alps::check`]) and stopped early when less
+//!   than half of what it would use before its next decision is left (it is then *held* until
+//!   the cycle ends); the blocked charge is clamped to the allowance left. A cycle also ends
+//!   when nobody may run.
 //! - [`Alps::counters`] counts steps, quanta, reads, signals, cycles, overruns, surplus and lost
 //!   CPU; [`Alps::entity`] and [`Alps::entities`] show the state.
 //!
@@ -68,6 +77,7 @@
 //!    the allowances and `t_c`; [`Action::Unfill`] stops them once eligible parallelism
 //!    recovers. A pinned entity's pool is its own CPUs, which it fills itself.
 
+mod checks;
 mod config;
 mod engine;
 mod feasible;

@@ -170,6 +170,10 @@ pub struct StepOut {
     pub cycle: Option<CycleReport>,
     /// Events that were refused, with the reason; the rest of the step went ahead.
     pub rejected: Vec<Rejected>,
+    /// When to call [`Alps::check`](super::Alps::check), in ns since the timer started (tick
+    /// `k` at `k·Q`), if before the next tick: arm a one-shot timer for it. A later step or
+    /// check replaces it.
+    pub wake_at: Option<u64>,
 }
 
 /// An event the engine refused.
@@ -189,6 +193,8 @@ fn display<S: serde::Serializer>(e: &EventError, s: S) -> Result<S::Ok, S::Error
 pub struct Counters {
     /// Calls of `step`.
     pub steps: u64,
+    /// Calls of `check`: wake-ups between ticks.
+    pub checks: u64,
     /// Quanta elapsed (Σ ticks).
     pub quanta: u64,
     /// Readings charged (entity reads).
@@ -251,6 +257,8 @@ pub struct EntityView {
     pub par: u32,
     /// Blocked at its last reading.
     pub blocked: bool,
+    /// Stopped early by a check with allowance left, until the cycle ends.
+    pub held: bool,
     /// Quantum index of the next read.
     pub update: u64,
     /// Quantum index of the last read (or arrival).

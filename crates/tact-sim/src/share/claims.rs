@@ -64,6 +64,8 @@ pub struct ConfigRun {
     pub max_abs_err_quanta: f64,
     pub reads_per_quantum: f64,
     pub signals_per_quantum: f64,
+    /// tact's wake-ups (ticks and checks) per quantum.
+    pub wakeups_per_quantum: f64,
     /// tact CPU / wall.
     pub overhead: f64,
     pub overruns: u64,
@@ -141,6 +143,7 @@ pub fn run_workload(
         accuracy_without_surplus: without,
         reads_per_quantum: c.reads as f64 / c.quanta as f64,
         signals_per_quantum: c.signals as f64 / c.quanta as f64,
+        wakeups_per_quantum: (c.steps + c.checks) as f64 / c.quanta as f64,
         overhead: stats.tact_cpu_ns / wall,
         overruns: c.overruns,
         max_ticks: stats.max_ticks,
@@ -160,16 +163,24 @@ pub enum Variant {
     Optimized,
     /// Optimized with tact's cycle bound (`lazy` and `cycle_bound`).
     Bounded,
+    /// What `tact share` runs by default: bounded, with quantization-aware accounting (`checks`).
+    Checked,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 3] = [Variant::Basic, Variant::Optimized, Variant::Bounded];
+    pub const ALL: [Variant; 4] = [
+        Variant::Basic,
+        Variant::Optimized,
+        Variant::Bounded,
+        Variant::Checked,
+    ];
 
     /// The engine configuration for this variant, strict, on `cpus` CPUs.
     pub fn config(self, q_ms: u64, cpus: u32) -> ShareConfig {
         ShareConfig {
             lazy: self != Variant::Basic,
-            cycle_bound: self == Variant::Bounded,
+            cycle_bound: matches!(self, Variant::Bounded | Variant::Checked),
+            checks: self == Variant::Checked,
             mode: Mode::Strict,
             ..ShareConfig::new(q_ms * MS, cpus)
         }
@@ -209,6 +220,7 @@ pub struct Averaged {
     /// Largest |AbsErr| over runs, in quanta.
     pub max_abs_err_quanta: f64,
     pub reads_per_quantum: f64,
+    pub wakeups_per_quantum: f64,
     pub overhead: f64,
     pub overruns: u64,
     /// Skewed: mean over runs of the one-share processes' mean and sd of per-process RMS.
@@ -235,6 +247,7 @@ pub fn average(runs: &[ConfigRun]) -> Averaged {
             .map(|r| r.max_abs_err_quanta)
             .fold(0.0, f64::max),
         reads_per_quantum: mean(&|r| r.reads_per_quantum),
+        wakeups_per_quantum: mean(&|r| r.wakeups_per_quantum),
         overhead: mean(&|r| r.overhead),
         overruns: runs.iter().map(|r| r.overruns).sum(),
         one_share_rms: first.one_share_rms.map(|_| {

@@ -328,6 +328,8 @@ struct Instance {
     /// Clock of each entity at its arrival (for the first cycle it takes part in).
     arrival_cpu: Vec<(EntityId, f64)>,
     max_ticks: u64,
+    /// The sub-quantum check the engine asked for (simulated time), if any.
+    check: Option<f64>,
 }
 
 /// Figures of one instance at the end of a run.
@@ -406,6 +408,7 @@ impl ShareSim {
             snapshots: Vec::new(),
             arrival_cpu: Vec::new(),
             max_ticks: 0,
+            check: None,
         });
         self.insts.len() - 1
     }
@@ -906,10 +909,13 @@ impl ShareSim {
         }
     }
 
-    /// When tact wakes for its next expiration: the expiration plus latency (and maybe a stall).
+    /// When tact wakes for its next expiration, or for a check the engine asked for before it:
+    /// that time plus latency (and maybe a stall).
     fn wake_time(&mut self, ii: InstId) -> f64 {
         let t = self.cfg.timer;
-        let mut w = self.insts[ii].next_exp + t.jitter_ns as f64 * self.rng.uniform();
+        let inst = &self.insts[ii];
+        let at = inst.check.map_or(inst.next_exp, |c| c.min(inst.next_exp));
+        let mut w = at + t.jitter_ns as f64 * self.rng.uniform();
         if t.stall_probability > 0.0 && self.rng.uniform() < t.stall_probability {
             w += t.stall_ns as f64;
         }
@@ -933,9 +939,13 @@ impl ShareSim {
         self.rates_valid = false;
     }
 
-    /// One engine step of instance `ii` at `now`.
+    /// One engine step of instance `ii` at `now`, or a check if no expiration has passed.
     fn step(&mut self, ii: InstId) {
         let now = self.now;
+        if self.insts[ii].next_exp > now + EPS {
+            self.check(ii);
+            return;
+        }
         let inst = &mut self.insts[ii];
         let mut ticks = 0;
         while inst.next_exp <= now + EPS {
@@ -975,11 +985,37 @@ impl ShareSim {
             .alps
             .step(ticks, &readings, events)
             .expect("ticks >= 1");
+        self.act(ii, readings.len(), out);
+    }
+
+    /// A sub-quantum check of instance `ii` at `now`.
+    fn check(&mut self, ii: InstId) {
+        let inst = &mut self.insts[ii];
+        let at = (self.now - inst.start).max(0.0) as u64;
+        let readings: Vec<(u64, Reading)> = inst
+            .alps
+            .due_checks(at)
+            .into_iter()
+            .filter_map(|id| {
+                let p = self.procs.get(id as usize)?;
+                (!p.exited).then(|| (id, p.reading(id as usize)))
+            })
+            .collect();
+        let out = inst.alps.check(at, &readings);
+        self.act(ii, readings.len(), out);
+    }
+
+    /// After a step or check: record a cycle end, arm the next check, and make tact work off
+    /// the cost before its actions take effect.
+    fn act(&mut self, ii: InstId, reads: usize, out: tact_core::share::StepOut) {
+        let now = self.now;
+        let inst = &mut self.insts[ii];
+        inst.check = out.wake_at.map(|t| inst.start + t as f64);
         let signals = out.actions.len();
         let cost = self
             .cfg
             .cost
-            .cost_ns(readings.len(), signals, inst.alps.entities().count());
+            .cost_ns(reads, signals, inst.alps.entities().count());
         if let Some(report) = out.cycle {
             let clocks = report
                 .entities

@@ -1,16 +1,17 @@
 //! The `signals` backend: ALPS at user level. Every quantum a timerfd wakes tact, which reads the
 //! CPU clocks of the jobs the engine names, steps the engine, and sends the SIGSTOPs and SIGCONTs
-//! (and, in conserving mode, the affinity changes) it decides. Membership is rescanned every
-//! second; newcomers are handed to [`Safety`] before they can be stopped.
+//! (and, in conserving mode, the affinity changes) it decides. Between ticks a one-shot timerfd
+//! wakes it for the checks the engine asks for (quantization-aware accounting). Membership is
+//! rescanned every second; newcomers are handed to [`Safety`] before they can be stopped.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use tact_core::share::{Action, Alps, Counters, EntityId, ShareConfig};
+use tact_core::share::{Action, Alps, Counters, EntityId, ShareConfig, StepOut};
 use tact_linux::actuate::affinity::{self, SavedAffinity};
-use tact_linux::timer::Ticker;
+use tact_linux::timer::{Alarm, Ticker};
 use tact_linux::ProcId;
 
 use super::group::{Job, MemberIds};
@@ -85,19 +86,37 @@ impl Edge<'_> {
         for job in jobs.iter_mut() {
             job.let_go();
         }
+        // The engine's clock: tick k at k·Q from here.
         let start = Instant::now();
         let mut ticker = Ticker::new(quantum)?;
+        let mut alarm = Alarm::new()?;
+        // The engine asked for a check before the next tick (setting the alarm again resets it).
+        let mut armed = false;
         let (mut last_scan, mut last_renew) = (Instant::now(), Instant::now());
         loop {
             if jobs.iter().all(|j| j.gone) {
                 return Ok(None);
             }
-            let ticks = match events.wait(ticker.as_fd(), Duration::from_secs(3600))? {
-                Event::Ready => ticker.take()?,
-                Event::Signal(sig) => return Ok(Some(sig)),
-                Event::Timeout => 0,
-            };
+            let fd = if armed { alarm.as_fd() } else { ticker.as_fd() };
+            if let Event::Signal(sig) = events.wait(fd, Duration::from_secs(3600))? {
+                return Ok(Some(sig));
+            }
+            // A tick that passed meanwhile supersedes the check: it reads whoever is due.
+            let ticks = ticker.take()?;
             if ticks == 0 {
+                if armed && alarm.take()? {
+                    let now = start.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+                    let mut readings = Vec::new();
+                    for id in alps.due_checks(now) {
+                        if let Some(r) = jobs[id as usize].read(&mut pending) {
+                            readings.push((id, r));
+                        }
+                    }
+                    let out = alps.check(now, &readings);
+                    tracing::trace!(reads = readings.len(), actions = ?out.actions, "check");
+                    armed = self.arm(&mut alarm, &out, start)?;
+                    self.carry_out(jobs, alps, &out, start, log.as_deref_mut())?;
+                }
                 continue;
             }
             let mut readings = Vec::new();
@@ -124,20 +143,45 @@ impl Edge<'_> {
                 tracing::warn!("share engine refused {:?}: {}", r.event, r.error);
             }
             tracing::trace!(ticks, reads = readings.len(), actions = ?out.actions, "step");
-            if out.cycle.is_some() || out.actions.iter().any(|a| !a.is_signal()) {
-                for e in alps.entities() {
-                    jobs[e.id as usize].weight = Some(e.weight);
-                }
-            }
-            self.act(jobs, &out.actions)?;
-            if let (Some(log), Some(cycle)) = (log.as_deref_mut(), &out.cycle) {
-                log.cycle(start.elapsed(), cycle, jobs)?;
-            }
+            armed = self.arm(&mut alarm, &out, start)?;
+            self.carry_out(jobs, alps, &out, start, log.as_deref_mut())?;
             if last_renew.elapsed() >= RENEW_EVERY {
                 last_renew = Instant::now();
                 self.safety.renew()?;
             }
         }
+    }
+
+    /// Sets the alarm for the check the engine asked for, if any (`start`: the engine's clock's
+    /// origin); whether it did.
+    fn arm(&self, alarm: &mut Alarm, out: &StepOut, start: Instant) -> Result<bool> {
+        let Some(at) = out.wake_at.map(Duration::from_nanos) else {
+            return Ok(false);
+        };
+        alarm.set(at.saturating_sub(start.elapsed()))?;
+        Ok(true)
+    }
+
+    /// Acts on a step's or a check's result: signals and affinity, the weights shown at the
+    /// end, the cycle log.
+    fn carry_out(
+        &mut self,
+        jobs: &mut [Job],
+        alps: &Alps,
+        out: &StepOut,
+        start: Instant,
+        log: Option<&mut CycleLog>,
+    ) -> Result<()> {
+        if out.cycle.is_some() || out.actions.iter().any(|a| !a.is_signal()) {
+            for e in alps.entities() {
+                jobs[e.id as usize].weight = Some(e.weight);
+            }
+        }
+        self.act(jobs, &out.actions)?;
+        if let (Some(log), Some(cycle)) = (log, &out.cycle) {
+            log.cycle(start.elapsed(), cycle, jobs)?;
+        }
+        Ok(())
     }
 
     /// Carries out the engine's actions, stops first (they come sorted).

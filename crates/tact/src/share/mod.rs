@@ -41,6 +41,8 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
         lazy: !args.basic,
         // tact's refinement of optimized ALPS (docs/share.md): the cycle end is not noticed late.
         cycle_bound: !args.basic,
+        // Quantization-aware accounting (docs/share.md), unless the paper's rules are asked for.
+        checks: !args.basic && !args.quantized,
         io: !args.no_io,
         mode,
         ..ShareConfig::new(0, cpus.len() as u32)
@@ -100,10 +102,12 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
             let out = out?;
             let c = out.counters;
             let footer = format!(
-                "{} cycles, {} quanta ({} missed), {:.2} reads and {:.3} signals per quantum",
+                "{} cycles, {} quanta ({} missed), {} checks between ticks, {:.2} reads and {:.3} \
+                 signals per quantum",
                 c.cycles,
                 c.quanta,
                 c.overruns,
+                c.checks,
                 c.reads as f64 / c.quanta.max(1) as f64,
                 c.signals as f64 / c.quanta.max(1) as f64,
             );
@@ -172,15 +176,16 @@ enum Chosen {
 /// `auto` takes cgroups when tact may create them, unless an option only ALPS has was given.
 fn choose_backend(args: &ShareArgs) -> Result<Chosen> {
     let probe = format!("tact-share-{}-probe", std::process::id());
-    let alps_only = args.basic || args.no_io || args.mode.is_some() || args.quantum.is_some();
+    let alps_only =
+        args.basic || args.no_io || args.quantized || args.mode.is_some() || args.quantum.is_some();
     let parent = args.cgroup_parent.as_deref();
     match args.backend {
         Backend::Signals => Ok(Chosen::Signals),
         Backend::Cgroup => {
             if alps_only {
                 bail!(
-                    "--backend cgroup: --quantum, --basic, --no-io and --mode only apply to the \
-                     signals backend"
+                    "--backend cgroup: --quantum, --basic, --quantized, --no-io and --mode only \
+                     apply to the signals backend"
                 );
             }
             match cgroup_cpu::can_use(parent, &probe) {
