@@ -174,6 +174,9 @@ fn the_users_makeflags_are_kept() {
     let out = tact()
         .env("TACT_RUNTIME_DIR", dir.path())
         .env("MAKEFLAGS", "k -j9 -- GREETING=hello")
+        // Under `make test` the outer make's level would make this one add -w (print directory).
+        .env_remove("MAKELEVEL")
+        .env_remove("MFLAGS")
         .current_dir(dir.path())
         .args(["tune", "--", "make", "-f", "M"])
         .output()
