@@ -95,24 +95,13 @@ pub fn set_thread_ioprio(tid: i32, prio: IoPrio) -> Result<()> {
 /// Puts every thread of every member into the idle class and returns what it replaced. Members
 /// that have exited are skipped. On failure, what was already changed is put back first.
 pub fn make_idle(reader: &ProcReader, members: &[ProcId]) -> Result<Vec<SavedIoPrios>> {
-    let mut saved = Vec::new();
-    for &id in members {
-        match per_thread::apply(
-            reader,
-            id,
-            thread_ioprio,
-            |tid| set_thread_ioprio(tid, IoPrio::IDLE),
-            |tid, p| set_thread_ioprio(tid, *p),
-        ) {
-            Ok(s) => saved.push(s),
-            Err(Error::NoProcess { .. }) => {}
-            Err(e) => {
-                let _ = restore(reader, &saved, &[]);
-                return Err(e);
-            }
-        }
-    }
-    Ok(saved)
+    per_thread::apply_job(
+        reader,
+        members,
+        thread_ioprio,
+        |tid| set_thread_ioprio(tid, IoPrio::IDLE),
+        |tid, p| set_thread_ioprio(tid, *p),
+    )
 }
 
 /// Puts the saved priorities back: threads created since get their process's old value, and

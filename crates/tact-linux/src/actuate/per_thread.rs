@@ -87,6 +87,29 @@ impl<T> SavedThreads<T> {
     }
 }
 
+/// Applies [`apply`] to every member of a job and returns what it replaced. Members that have
+/// exited are skipped. On failure, what was already changed is put back first.
+pub(crate) fn apply_job<T>(
+    reader: &ProcReader,
+    members: &[ProcId],
+    get: impl Fn(i32) -> Result<T>,
+    set: impl Fn(i32) -> Result<()>,
+    put_back: impl Fn(i32, &T) -> Result<()>,
+) -> Result<Vec<SavedThreads<T>>> {
+    let mut saved = Vec::new();
+    for &id in members {
+        match apply(reader, id, &get, &set, &put_back) {
+            Ok(s) => saved.push(s),
+            Err(Error::NoProcess { .. }) => {}
+            Err(e) => {
+                let _ = restore_job(reader, &saved, &[], &put_back);
+                return Err(e);
+            }
+        }
+    }
+    Ok(saved)
+}
+
 /// Puts every thread's setting back with `put_back`; threads created since [`apply`] get the
 /// process-wide old setting. A process that has exited, or whose pid now names another process,
 /// is left alone. Tries every thread, then returns the first failure.

@@ -81,24 +81,13 @@ pub fn set_thread_policy(tid: i32, policy: SchedPolicy) -> Result<()> {
 /// Puts every thread of every member into SCHED_IDLE and returns what it replaced. Members that
 /// have exited are skipped. On failure, what was already changed is put back first.
 pub fn make_idle(reader: &ProcReader, members: &[ProcId]) -> Result<Vec<SavedPolicies>> {
-    let mut saved = Vec::new();
-    for &id in members {
-        match per_thread::apply(
-            reader,
-            id,
-            thread_policy,
-            |tid| set_thread_policy(tid, SchedPolicy::IDLE),
-            |tid, p| set_thread_policy(tid, *p),
-        ) {
-            Ok(s) => saved.push(s),
-            Err(Error::NoProcess { .. }) => {}
-            Err(e) => {
-                let _ = restore(reader, &saved, &[]);
-                return Err(e);
-            }
-        }
-    }
-    Ok(saved)
+    per_thread::apply_job(
+        reader,
+        members,
+        thread_policy,
+        |tid| set_thread_policy(tid, SchedPolicy::IDLE),
+        |tid, p| set_thread_policy(tid, *p),
+    )
 }
 
 /// Puts the saved policies back: threads created since get their process's old value, and
