@@ -22,6 +22,7 @@ use tact_linux::{Guard, JobTree, ProcId, ProcReader};
 use tact_proto::{Report, ReportState};
 
 use super::events::{Event, Events};
+use super::guarded;
 use super::idle::{Gated, IdleSettings, Preempt};
 use super::idle_log::{GateView, Holder, IdleLog, Setup};
 use super::idle_watch::{
@@ -483,23 +484,7 @@ impl IdleJob {
 
     /// Stops the job's tree, with the guard and the crash record in place first.
     fn hold(&mut self) -> Result<()> {
-        if self.guard.is_none() {
-            let exe = std::env::current_exe()
-                .context("cannot find tact's own executable for its guard")?;
-            let mut guard = Guard::start(&exe, &["__guard"])?;
-            guard.renew(LEASE)?;
-            self.guard = Some(guard);
-        }
-        let (state, guard) = (&self.state, self.guard.as_mut().expect("started above"));
-        let stopped = self.tree.stop_with(|t| {
-            state.record(t)?;
-            guard.watch(t)
-        });
-        if let Err(e) = stopped {
-            self.tree.resume().ok();
-            return Err(e.into());
-        }
-        Ok(())
+        guarded::stop(&mut self.tree, &self.state, &mut self.guard, LEASE)
     }
 
     /// Resumes the job if it is held, counting the time it was.
@@ -573,14 +558,7 @@ impl IdleJob {
 
     /// Clean exit: the guard leaves, and the crash record goes. Call after `regulate`.
     pub fn finish(mut self) -> IdleSummary {
-        if let Some(guard) = self.guard.take() {
-            if let Err(e) = guard.bye() {
-                tracing::warn!("guard: {e}");
-            }
-        }
-        if let Err(e) = self.state.remove(&self.tree) {
-            tracing::warn!("{e}");
-        }
+        guarded::leave(&self.tree, &self.state, self.guard.take());
         std::mem::take(&mut self.summary)
     }
 

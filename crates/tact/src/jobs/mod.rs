@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod events;
+mod guarded;
 pub mod idle;
 mod idle_job;
 mod idle_log;

@@ -18,6 +18,7 @@ use tact_linux::{
 use tact_proto::{Report, ReportState};
 
 use super::events::{Event, Events, Received};
+use super::guarded;
 use super::turn::Turn;
 use crate::cli::{Peek, PoliteArgs};
 use crate::trace::JsonLog;
@@ -417,23 +418,8 @@ impl PoliteJob {
 
     /// Stops the job's tree, with the guard and the crash record in place first.
     fn stop(&mut self) -> Result<()> {
-        if self.guard.is_none() {
-            let exe = std::env::current_exe()
-                .context("cannot find tact's own executable for its guard")?;
-            let mut guard = Guard::start(&exe, &["__guard"])?;
-            guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
-            self.guard = Some(guard);
-        }
-        let (state, guard) = (&self.state, self.guard.as_mut().expect("started above"));
-        let stopped = self.tree.stop_with(|t| {
-            state.record(t)?;
-            guard.watch(t)
-        });
-        if let Err(e) = stopped {
-            self.tree.resume().ok();
-            return Err(e.into());
-        }
-        Ok(())
+        let lease = self.cfg.max_suspension + LEASE_SLACK;
+        guarded::stop(&mut self.tree, &self.state, &mut self.guard, lease)
     }
 
     /// Waits for the daemon's turn, if there is a daemon: at once when the turn is free,
@@ -581,14 +567,7 @@ impl PoliteJob {
 
     /// Clean exit: the guard leaves, and the crash record goes. Call after `regulate`.
     pub fn finish(mut self) -> Summary {
-        if let Some(guard) = self.guard.take() {
-            if let Err(e) = guard.bye() {
-                tracing::warn!("guard: {e}");
-            }
-        }
-        if let Err(e) = self.state.remove(&self.tree) {
-            tracing::warn!("{e}");
-        }
+        guarded::leave(&self.tree, &self.state, self.guard.take());
         std::mem::take(&mut self.summary)
     }
 
