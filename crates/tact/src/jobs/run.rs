@@ -3,7 +3,7 @@
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -26,16 +26,9 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     let mut command = Command::new(cmd);
     command.args(cmd_args);
     unblock_signals_in_child(&mut command);
-    let mut child = match command.spawn() {
+    let mut child = match spawn(&mut command, cmd) {
         Ok(child) => child,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            eprintln!("tact: {cmd}: command not found");
-            return Ok(127);
-        }
-        Err(e) => {
-            eprintln!("tact: {cmd}: cannot run: {e}");
-            return Ok(126);
-        }
+        Err(code) => return Ok(code),
     };
     // The same command line shares a calibrated target from run to run (`--name` to choose).
     let mut job = match mode.start(child.id() as i32, &args.command.join(" ")) {
@@ -84,6 +77,20 @@ fn pass_on_until_exit(root: &PidFd, events: &mut Events, mut sig: Received) -> R
             }
         }
     }
+}
+
+/// Starts `command` (named `name` in messages), or says on stderr why it could not and gives the
+/// shell's exit code for that: 127 when it is not found, 126 when it cannot run.
+pub fn spawn(command: &mut Command, name: &str) -> std::result::Result<Child, i32> {
+    command.spawn().map_err(|e| {
+        if e.kind() == ErrorKind::NotFound {
+            eprintln!("tact: {name}: command not found");
+            127
+        } else {
+            eprintln!("tact: {name}: cannot run: {e}");
+            126
+        }
+    })
 }
 
 /// The command's exit code, or 128 + signal number as a shell reports a killed command.

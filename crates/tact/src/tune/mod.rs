@@ -8,7 +8,6 @@ mod jobserver;
 mod report;
 mod workers_file;
 
-use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -19,7 +18,7 @@ use tact_linux::actuate::pidfd::PidFd;
 
 use crate::cli::TuneArgs;
 use crate::jobs::events::{unblock_signals_in_child, Event, Events, Received};
-use crate::jobs::run::{exit_code, TACT_FAILED};
+use crate::jobs::run::{exit_code, spawn, TACT_FAILED};
 use completions::Completions;
 use jobserver::Jobserver;
 use report::{Report, Summary};
@@ -73,16 +72,9 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     if let Actuator::Jobserver(js) = &actuator {
         js.prepare(&mut command);
     }
-    let mut child = match command.spawn() {
+    let mut child = match spawn(&mut command, cmd) {
         Ok(child) => child,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            eprintln!("tact: {cmd}: command not found");
-            return Ok(127);
-        }
-        Err(e) => {
-            eprintln!("tact: {cmd}: cannot run: {e}");
-            return Ok(126);
-        }
+        Err(code) => return Ok(code),
     };
     let start = Instant::now();
     let pid = child.id() as i32;
