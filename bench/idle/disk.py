@@ -17,22 +17,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from common.lifecycle import log
 
 PREFIX = "/var/tmp/tact-test-idle-"
 DISK_BYTES = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def _write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def mounted(path):
@@ -95,11 +86,13 @@ class DiskRig:
         cleanup.push(f"losetup -d {self.dev}",
                      lambda: subprocess.run(["losetup", "-d", self.dev], check=True, capture_output=True))
         name = os.path.basename(self.dev)
-        sched_path = f"/sys/block/{name}/queue/scheduler"
-        if "bfq" in _read(sched_path):
-            _write(sched_path, "bfq")
-        self.info.update(device=self.dev, majmin=_read(f"/sys/block/{name}/dev").strip(),
-                         scheduler=_read(sched_path).strip(), direct_io=_read(f"/sys/block/{name}/loop/dio").strip(),
+        block = Path("/sys/block") / name
+        scheduler = block / "queue" / "scheduler"
+        if "bfq" in scheduler.read_text():
+            scheduler.write_text("bfq")
+        self.info.update(device=self.dev, majmin=(block / "dev").read_text().strip(),
+                         scheduler=scheduler.read_text().strip(),
+                         direct_io=(block / "loop" / "dio").read_text().strip(),
                          file=self.file, bytes=DISK_BYTES)
         self.resource = f"disk:{self.dev}"
         log(f"disk rig: {self.dev} over {self.file} (FUSE, {self.service_ms:g} ms a read), scheduler "
