@@ -9,10 +9,12 @@
 //! - [`polite`]: progress-based regulation (MS Manners / BeNice).
 //! - [`idle`]: idletime scheduling with preemption intervals (Eggert).
 //! - [`share`]: proportional-share CPU scheduling of process groups (ALPS).
+//! - [`tickets`]: currencies, hard and soft tickets, brokers and exchanges (Sullivan & Seltzer).
 //! - [`tune`]: throughput-centric concurrency control (TCC).
 
 pub mod idle;
 pub mod polite;
 pub mod share;
 pub mod stats;
+pub mod tickets;
 pub mod tune;
