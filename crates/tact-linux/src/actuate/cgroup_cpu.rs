@@ -34,9 +34,9 @@ use crate::probe::proc::{ProcId, ProcReader};
 
 /// How long teardown keeps moving processes out of a child and retrying `rmdir` (a process that
 /// is exiting, or forking, can keep a cgroup busy for a moment).
-const TEARDOWN_PATIENCE: Duration = Duration::from_secs(2);
+pub(crate) const TEARDOWN_PATIENCE: Duration = Duration::from_secs(2);
 
-/// Which cgroup interface the `cpu` controller is on.
+/// Which cgroup interface a controller is on (the weight methods are the `cpu` controller's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CgroupVersion {
     V1,
@@ -114,43 +114,8 @@ impl CpuHierarchy {
     /// `fs_root` (`/` on a real system, a fixture tree in tests), and processes' cgroups read from
     /// `reader`'s procfs (`PID/cgroup`, `self/cgroup`).
     pub fn detect_in(mountinfo: &Path, fs_root: &Path, reader: ProcReader) -> Result<CpuHierarchy> {
-        let text = fs::read_to_string(mountinfo).map_err(|e| Error::io(mountinfo, e))?;
-        let mut v1_cpu = None;
-        let mut v1_acct = None;
-        let mut v2 = None;
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let m = parse_mountinfo_line(line)
-                .ok_or_else(|| Error::parse(mountinfo, i + 1, "malformed mountinfo line"))?;
-            let mount = CgroupMount {
-                dir: fs_root.join(m.mount_point.trim_start_matches('/')),
-                root: m.root,
-            };
-            match m.fstype.as_str() {
-                "cgroup2" if v2.is_none() => {
-                    let controllers = mount.dir.join("cgroup.controllers");
-                    // An unreadable controllers file (hybrid setups) just means no cpu there.
-                    if fs::read_to_string(&controllers)
-                        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpu"))
-                    {
-                        v2 = Some(mount);
-                    }
-                }
-                "cgroup" => {
-                    let opts: Vec<&str> = m.super_options.split(',').collect();
-                    if opts.contains(&"cpu") && v1_cpu.is_none() {
-                        v1_cpu = Some(mount.clone());
-                    }
-                    if opts.contains(&"cpuacct") && v1_acct.is_none() {
-                        v1_acct = Some(mount);
-                    }
-                }
-                _ => {}
-            }
-        }
-        match (v2, v1_cpu) {
+        let mounts = cgroup_mounts(mountinfo, fs_root)?;
+        match (v2_mount_with(&mounts, "cpu"), v1_mount_with(&mounts, "cpu")) {
             (Some(cpu), _) => Ok(CpuHierarchy {
                 version: CgroupVersion::V2,
                 cpu,
@@ -160,7 +125,7 @@ impl CpuHierarchy {
             (None, Some(cpu)) => Ok(CpuHierarchy {
                 version: CgroupVersion::V1,
                 cpu,
-                cpuacct: v1_acct,
+                cpuacct: v1_mount_with(&mounts, "cpuacct"),
                 reader,
             }),
             (None, None) => Err(Error::io(
@@ -207,53 +172,169 @@ impl CpuHierarchy {
     /// Looks `who` (a pid or `self`) up in `/proc/WHO/cgroup` and maps its path in `mount`'s
     /// hierarchy to a directory.
     fn dir_in(&self, mount: &CgroupMount, who: &str, pid: i32) -> Result<PathBuf> {
-        let path = self.reader.root().join(who).join("cgroup");
-        let text = fs::read_to_string(&path).map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
-                Error::NoProcess { pid }
-            } else {
-                Error::io(&path, e)
-            }
-        })?;
-        let want = |controllers: &str| match self.version {
-            CgroupVersion::V2 => controllers.is_empty(),
-            CgroupVersion::V1 => {
-                let wanted = if Some(mount) == self.cpuacct.as_ref() && mount != &self.cpu {
-                    "cpuacct"
-                } else {
-                    "cpu"
-                };
-                controllers.split(',').any(|c| c == wanted)
-            }
+        let controller = if Some(mount) == self.cpuacct.as_ref() && mount != &self.cpu {
+            "cpuacct"
+        } else {
+            "cpu"
         };
-        for (i, line) in text.lines().enumerate() {
-            let mut parts = line.splitn(3, ':');
-            let (Some(id), Some(controllers), Some(cgroup)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
-                return Err(Error::parse(&path, i + 1, "expected ID:CONTROLLERS:PATH"));
-            };
-            let v2_line = id == "0" && controllers.is_empty();
-            if (self.version == CgroupVersion::V2) != v2_line || !want(controllers) {
-                continue;
-            }
-            return mount.dir_of(cgroup).ok_or_else(|| {
-                Error::parse(
-                    &path,
-                    i + 1,
-                    format!(
-                        "cgroup {cgroup} is outside the mounted part {} of its hierarchy",
-                        mount.root
-                    ),
-                )
-            });
-        }
-        Err(Error::parse(
-            &path,
-            text.lines().count(),
-            format!("no line for the {:?} cpu hierarchy", self.version),
-        ))
+        proc_cgroup_dir(
+            self.reader.root(),
+            who,
+            pid,
+            mount,
+            self.version,
+            controller,
+        )
     }
+}
+
+/// Cumulative CPU nanoseconds used in the cgroup `dir`: v2 `cpu.stat` `usage_usec`, v1
+/// `cpuacct.usage` (`dir` then being in a hierarchy with cpuacct).
+pub(crate) fn read_usage_ns(dir: &Path, version: CgroupVersion) -> Result<u64> {
+    match version {
+        CgroupVersion::V2 => {
+            let path = dir.join("cpu.stat");
+            let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            for (i, line) in text.lines().enumerate() {
+                if let Some(v) = line.strip_prefix("usage_usec ") {
+                    let us: u64 = v
+                        .trim()
+                        .parse()
+                        .map_err(|_| Error::parse(&path, i + 1, "bad usage_usec"))?;
+                    return Ok(us * 1000);
+                }
+            }
+            Err(Error::parse(
+                &path,
+                text.lines().count(),
+                "no usage_usec line",
+            ))
+        }
+        CgroupVersion::V1 => {
+            let path = dir.join("cpuacct.usage");
+            let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            text.trim()
+                .parse()
+                .map_err(|_| Error::parse(&path, 1, "expected a number of nanoseconds"))
+        }
+    }
+}
+
+/// A mounted cgroup hierarchy as mountinfo (and, on v2, its root's `cgroup.controllers`) shows it.
+pub(crate) struct FoundMount {
+    pub(crate) version: CgroupVersion,
+    pub(crate) mount: CgroupMount,
+    /// v1: the mount's options (its controllers among them); v2: the controllers listed in its
+    /// `cgroup.controllers`, empty when that is unreadable (hybrid setups).
+    pub(crate) controllers: Vec<String>,
+}
+
+/// Every cgroup (v1) and cgroup2 mount in the mountinfo file `mountinfo`, in file order, with
+/// mount points taken under `fs_root`.
+pub(crate) fn cgroup_mounts(mountinfo: &Path, fs_root: &Path) -> Result<Vec<FoundMount>> {
+    let text = fs::read_to_string(mountinfo).map_err(|e| Error::io(mountinfo, e))?;
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let m = parse_mountinfo_line(line)
+            .ok_or_else(|| Error::parse(mountinfo, i + 1, "malformed mountinfo line"))?;
+        let mount = CgroupMount {
+            dir: fs_root.join(m.mount_point.trim_start_matches('/')),
+            root: m.root,
+        };
+        let (version, controllers) = match m.fstype.as_str() {
+            "cgroup2" => {
+                let text = fs::read_to_string(mount.dir.join("cgroup.controllers"));
+                let list = text.map(|t| t.split_whitespace().map(str::to_string).collect());
+                (CgroupVersion::V2, list.unwrap_or_default())
+            }
+            "cgroup" => (
+                CgroupVersion::V1,
+                m.super_options.split(',').map(str::to_string).collect(),
+            ),
+            _ => continue,
+        };
+        found.push(FoundMount {
+            version,
+            mount,
+            controllers,
+        });
+    }
+    Ok(found)
+}
+
+fn mount_with(
+    mounts: &[FoundMount],
+    version: CgroupVersion,
+    controller: &str,
+) -> Option<CgroupMount> {
+    mounts
+        .iter()
+        .find(|m| m.version == version && m.controllers.iter().any(|c| c == controller))
+        .map(|m| m.mount.clone())
+}
+
+/// The first cgroup2 mount whose `cgroup.controllers` lists `controller`.
+pub(crate) fn v2_mount_with(mounts: &[FoundMount], controller: &str) -> Option<CgroupMount> {
+    mount_with(mounts, CgroupVersion::V2, controller)
+}
+
+/// The first cgroup v1 mount with the `controller` option.
+pub(crate) fn v1_mount_with(mounts: &[FoundMount], controller: &str) -> Option<CgroupMount> {
+    mount_with(mounts, CgroupVersion::V1, controller)
+}
+
+/// Looks `who` (a pid or `self`) up in `PROC_ROOT/WHO/cgroup` and maps its path in `mount`'s
+/// hierarchy to a directory: on v2 the `0::PATH` line, on v1 the line listing `controller`.
+pub(crate) fn proc_cgroup_dir(
+    proc_root: &Path,
+    who: &str,
+    pid: i32,
+    mount: &CgroupMount,
+    version: CgroupVersion,
+    controller: &str,
+) -> Result<PathBuf> {
+    let path = proc_root.join(who).join("cgroup");
+    let text = fs::read_to_string(&path).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
+            Error::NoProcess { pid }
+        } else {
+            Error::io(&path, e)
+        }
+    })?;
+    for (i, line) in text.lines().enumerate() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(cgroup)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Error::parse(&path, i + 1, "expected ID:CONTROLLERS:PATH"));
+        };
+        let v2_line = id == "0" && controllers.is_empty();
+        let wanted = match version {
+            CgroupVersion::V2 => v2_line,
+            CgroupVersion::V1 => !v2_line && controllers.split(',').any(|c| c == controller),
+        };
+        if !wanted {
+            continue;
+        }
+        return mount.dir_of(cgroup).ok_or_else(|| {
+            Error::parse(
+                &path,
+                i + 1,
+                format!(
+                    "cgroup {cgroup} is outside the mounted part {} of its hierarchy",
+                    mount.root
+                ),
+            )
+        });
+    }
+    Err(Error::parse(
+        &path,
+        text.lines().count(),
+        format!("no line for the {version:?} {controller} hierarchy"),
+    ))
 }
 
 /// One mountinfo line's fields that detection needs (and, `dev`, that the idle disk probe needs).
@@ -569,39 +650,12 @@ impl CpuGroups {
     /// `usage_usec`, v1 `cpuacct.usage`. `None` on v1 when cpuacct is not mounted.
     pub fn usage_ns(&self, e: EntityId) -> Result<Option<u64>> {
         let ent = self.entity(e)?;
-        match self.hier.version {
-            CgroupVersion::V2 => {
-                let path = ent.dir.join("cpu.stat");
-                let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-                for (i, line) in text.lines().enumerate() {
-                    if let Some(v) = line.strip_prefix("usage_usec ") {
-                        let us: u64 = v
-                            .trim()
-                            .parse()
-                            .map_err(|_| Error::parse(&path, i + 1, "bad usage_usec"))?;
-                        return Ok(Some(us * 1000));
-                    }
-                }
-                Err(Error::parse(
-                    &path,
-                    text.lines().count(),
-                    "no usage_usec line",
-                ))
-            }
-            CgroupVersion::V1 => {
-                let dir = match (&ent.acct_dir, self.hier.comounted()) {
-                    (Some(acct), _) => acct,
-                    (None, true) => &ent.dir,
-                    (None, false) => return Ok(None),
-                };
-                let path = dir.join("cpuacct.usage");
-                let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-                text.trim()
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| Error::parse(&path, 1, "expected a number of nanoseconds"))
-            }
-        }
+        let dir = match (self.hier.version, &ent.acct_dir, self.hier.comounted()) {
+            (CgroupVersion::V2, _, _) | (CgroupVersion::V1, None, true) => &ent.dir,
+            (CgroupVersion::V1, Some(acct), _) => acct,
+            (CgroupVersion::V1, None, false) => return Ok(None),
+        };
+        read_usage_ns(dir, self.hier.version).map(Some)
     }
 
     /// Moves `pid` back to the cgroup it came from (or BASE if that is gone).
@@ -758,7 +812,7 @@ fn no_entity(dir: &Path, e: EntityId) -> Error {
 }
 
 /// `name` must be one harmless path component.
-fn check_name(dir: &Path, name: &str) -> Result<()> {
+pub(crate) fn check_name(dir: &Path, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 200
         && !name.starts_with('.')
@@ -797,7 +851,7 @@ fn check_share(dir: &Path, share: u64) -> Result<()> {
     Ok(())
 }
 
-fn mkdir(dir: &Path) -> Result<()> {
+pub(crate) fn mkdir(dir: &Path) -> Result<()> {
     fs::create_dir(dir).map_err(|e| Error::io(dir, e))
 }
 
@@ -842,7 +896,7 @@ fn enable_cpu(dir: &Path) -> Result<bool> {
 }
 
 /// Writes one pid to `dir/cgroup.procs`; ESRCH means it exited.
-fn write_pid(dir: &Path, pid: i32) -> Result<()> {
+pub(crate) fn write_pid(dir: &Path, pid: i32) -> Result<()> {
     let path = dir.join("cgroup.procs");
     fs::write(&path, pid.to_string()).map_err(|e| {
         if e.raw_os_error() == Some(libc::ESRCH) {
@@ -855,7 +909,7 @@ fn write_pid(dir: &Path, pid: i32) -> Result<()> {
 
 /// Moves `pid` to `target`, or to `fallback` when `target` is unknown or gone; a process that
 /// exited is fine.
-fn move_to(target: Option<&Path>, fallback: &Path, pid: i32) -> Result<()> {
+pub(crate) fn move_to(target: Option<&Path>, fallback: &Path, pid: i32) -> Result<()> {
     if let Some(t) = target {
         match write_pid(t, pid) {
             Ok(()) | Err(Error::NoProcess { .. }) => return Ok(()),
@@ -884,7 +938,7 @@ pub fn read_procs(dir: &Path) -> Result<Vec<i32>> {
         .collect()
 }
 
-fn is_busy(e: &io::Error) -> bool {
+pub(crate) fn is_busy(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::ENOTEMPTY))
 }
 

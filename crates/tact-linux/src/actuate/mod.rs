@@ -2,6 +2,7 @@
 
 pub mod affinity;
 pub mod cgroup_cpu;
+pub mod cgroup_knobs;
 pub mod cpu_idle;
 pub mod htb;
 pub mod ioprio;
