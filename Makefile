@@ -3,7 +3,7 @@ CARGO ?= cargo
 VENV  := .venv
 PY    := $(VENV)/bin/python
 
-.PHONY: build test python bench bench-quick bench-library bench-share bench-tune bench-idle demo lint clean
+.PHONY: build test python bench bench-quick bench-library bench-share bench-tune bench-idle bench-tickets demo lint clean
 
 build:
 	$(CARGO) build --release -p tact
@@ -38,6 +38,7 @@ bench: build $(PY)
 	$(CARGO) run -q --release -p tact-sim --example tune_claims -- bench/out/tune-sim.json
 	$(MAKE) bench-tune
 	$(MAKE) bench-idle
+	$(MAKE) bench-tickets
 
 # bench/library (see bench/library/README.md): MS Manners Figure 9 with tact-lib, two regulated
 # threads on two emulated disks (loop devices throttled by a cgroup), tact vs unregulated; then the
@@ -84,6 +85,18 @@ BENCH_IDLE ?=
 
 bench-idle: build $(PY)
 	$(PY) bench/idle/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/idle $(BENCH_IDLE)
+
+# bench/tickets (see bench/tickets/README.md): the tickets spec's E1 (issue 7), hierarchical CPU
+# shares with `tact tickets run` (cgroup and signals backends) side by side with a flat cgroup per
+# task, nice levels and no control; five spinners pinned to one CPU, B3 asleep the first half.
+# Needs root (cgroups) and a tact with `tact tickets` (the tact modes fail with that message
+# otherwise; BENCH_TICKETS='--modes baselines' runs the rest). About 27 minutes (5 reps of 60 s per
+# mode); BENCH_TICKETS=--quick is a 2-minute smoke run, --full the spec's 200 s runs (about 85 min).
+# Waits for $(BENCH_LOCK) like bench-library.
+BENCH_TICKETS ?=
+
+bench-tickets: build $(PY)
+	$(PY) bench/tickets/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/tickets $(BENCH_TICKETS)
 
 bench-quick: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick

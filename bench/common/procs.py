@@ -5,6 +5,7 @@ Everything here reads /proc directly and signals only the pids it is given
 """
 import os
 import signal
+import sys
 import time
 
 
@@ -166,3 +167,24 @@ def parse_mounts(text):
         if len(f) >= 4:
             out.append((f[2], f[1].replace("\\040", " "), f[3]))
     return out
+
+
+def kill_leftovers():
+    """Whatever this harness started and is still alive (a harness that is a child subreaper also
+    adopts the orphans of a tact it started): SIGCONT + SIGKILL by pid, then reap."""
+    left = descendants(os.getpid(), include_root=False)
+    for pid in left:
+        for s in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, s)
+            except (ProcessLookupError, PermissionError):
+                pass
+    if left:
+        print(f"killed {len(left)} leftover process(es) this harness started: {left}", file=sys.stderr)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                time.sleep(0.02)
+        except ChildProcessError:
+            break

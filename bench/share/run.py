@@ -42,6 +42,7 @@ from metrics import (DISTS, feasible_shares, fit_line, shares_of, slope, solve_n
                      summarize_cycles, warmup_cycles)
 from recorder import make_reader, record_cycles, record_series  # noqa: E402
 from common.lifecycle import T0, Cleanup, log, take_lock  # noqa: E402
+from common.procs import kill_leftovers  # noqa: E402
 import workload  # noqa: E402
 from workload import (ALL_MODES, BASELINE_MODES, CONTROLLER_MODES, TACT_ARGS, CpuCgroups,  # noqa: E402
                       Slots, detect_cpu_cgroup, detect_cpuacct_v1, set_child_subreaper, start, tact_footer,
@@ -1555,31 +1556,6 @@ def main():
     except OSError:
         pass
     return 0
-
-
-def kill_leftovers():
-    """Whatever this harness started and is still alive (it is a child subreaper, so orphans of a
-    tact it started are its children): SIGCONT + SIGKILL by pid, then reap."""
-    import signal as sg
-    from common.procs import descendants as desc
-    me = os.getpid()
-    left = [p for p in desc(me, include_root=False)]
-    for pid in left:
-        for s in (sg.SIGCONT, sg.SIGKILL):
-            try:
-                os.kill(pid, s)
-            except (ProcessLookupError, PermissionError):
-                pass
-    if left:
-        print(f"killed {len(left)} leftover process(es) this harness started: {left}", file=sys.stderr)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                time.sleep(0.02)
-        except ChildProcessError:
-            break
 
 
 if __name__ == "__main__":

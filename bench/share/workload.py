@@ -8,7 +8,6 @@ can still be reaped; cgroups are created only under `tact-test-share-<pid>` in t
 and removed on every exit path. The memory hierarchy is never touched.
 """
 import ctypes
-import errno
 import mmap
 import os
 import re
@@ -24,7 +23,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from common.procs import _read_ppid_map, descendants, parse_mounts, read_state  # noqa: E402
 
 from metrics import cgroup_weights, cpulimit_limits, nice_levels  # noqa: E402
-from common.lifecycle import log  # noqa: E402
+from common.cgroups import remove_stale, remove_tree  # noqa: E402
 
 CGROUP_PREFIX = "tact-test-share-"
 SLOT_BYTES = 32
@@ -205,59 +204,15 @@ class CpuCgroups:
     def procs(self, path):
         return os.path.join(path, "cgroup.procs")
 
-    @staticmethod
-    def remove_tree(path, wait=3.0):
-        """rmdir deepest first; a cgroup holding a live process is retried until `wait` s."""
-        deadline = time.monotonic() + wait
-        dirs = []
-        for root, subdirs, _ in os.walk(path):
-            dirs.append(root)
-        for d in sorted(dirs, key=lambda p: -p.count("/")):
-            while True:
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as e:
-                    if e.errno != errno.EBUSY or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-
     def remove(self):
         for top in (self.top, self.acct_top):
             if top and os.path.isdir(top):
-                self.remove_tree(top)
+                remove_tree(top)
 
     @staticmethod
     def remove_stale(mount):
         """Empty tact-test-share-<dead pid> trees left by a run that was SIGKILLed."""
-        removed = []
-        try:
-            names = os.listdir(mount)
-        except OSError:
-            return removed
-        for name in names:
-            pid = name[len(CGROUP_PREFIX):]
-            if not (name.startswith(CGROUP_PREFIX) and pid.isdigit()) or os.path.exists(f"/proc/{pid}"):
-                continue
-            path = os.path.join(mount, name)
-            busy = False
-            for root, _, _ in os.walk(path):
-                try:
-                    if _read(os.path.join(root, "cgroup.procs")).split():
-                        busy = True
-                except OSError:
-                    pass
-            if busy:
-                log(f"left alone: {path} (from dead pid {pid}) still holds processes")
-                continue
-            try:
-                CpuCgroups.remove_tree(path, wait=0)
-                removed.append(path)
-            except OSError as e:
-                log(f"could not remove {path}: {e}")
-        return removed
+        return remove_stale(mount, CGROUP_PREFIX)
 
 
 # --------------------------------------------------------------------------
@@ -515,7 +470,7 @@ class Run:
                 if left:
                     self.notes.append(f"tact left cgroups under {path}: {', '.join(sorted(left)[:8])}")
             try:
-                CpuCgroups.remove_tree(path)
+                remove_tree(path)
             except OSError as e:
                 self.notes.append(f"cgroup {path}: {e}")
             setattr(self, attr, None)
