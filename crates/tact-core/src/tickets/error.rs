@@ -5,6 +5,7 @@ use thiserror::Error;
 
 use std::time::Duration;
 
+use super::system::TransferId;
 use super::types::{CurrencyId, ExchangeId, OfferId, Perm, Resource, TicketId};
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -82,6 +83,28 @@ pub enum TicketsError {
         resource: Resource,
         value: f64,
     },
+    /// Process events (a new process, an exit, a change of uid, activity) are facts the daemon
+    /// observes, never requests from a client.
+    #[error("permission denied: {what} is reported by the daemon only (root)")]
+    NotRoot { what: String },
+    #[error("currency name {name:?}: {why}")]
+    Name { name: String, why: &'static str },
+    #[error("unknown process {0}")]
+    UnknownProcess(u32),
+    #[error("unknown transfer {0}")]
+    UnknownTransfer(TransferId),
+    #[error(
+        "nice: uid {uid}'s user currency holds {funding} base tickets of {resource}; X = {x} \
+         must be below that, so that the user's other processes keep some"
+    )]
+    NiceAboveFunding {
+        uid: u32,
+        resource: Resource,
+        x: i64,
+        funding: i64,
+    },
+    #[error("policy: {field} {why}")]
+    BadPolicy { field: &'static str, why: String },
     #[error("{0}")]
     Structure(String),
 }

@@ -12,6 +12,8 @@
 //! - [`value`]: the cached valuation (`A`, `V`, `R`, `R*`, shares).
 //! - [`exact`]: the exact-rational reference evaluator the cache is checked against.
 //! - [`explain`]: every funding path of a client, factor by factor.
+//! - [`system`]: the [`TicketSystem`] façade the daemon holds: access control, the default
+//!   policy, nice, transfers and exchanges through the dealer.
 
 pub mod broker;
 pub mod compile;
@@ -22,6 +24,7 @@ pub mod exchange;
 pub mod explain;
 pub mod hard;
 pub mod model;
+pub mod system;
 pub mod types;
 pub mod value;
 
@@ -29,7 +32,8 @@ pub use error::TicketsError;
 pub use exchange::Exchange;
 pub use explain::{Explanation, FundingPath, Hop};
 pub use model::{Currency, HardTotal, Model, DEFAULT_HARD_TOTAL, SELF_TICKET};
+pub use system::{Done, TicketSystem};
 pub use types::{
-    Broker, Caller, CurrencyId, CurrencyKind, ExchangeId, Kind, Mode, OfferId, Perm, PerResource,
+    Broker, Caller, CurrencyId, CurrencyKind, ExchangeId, Kind, Mode, OfferId, PerResource, Perm,
     PrincipalId, Resource, Ticket, TicketId,
 };

@@ -305,6 +305,134 @@ impl Model {
         Ok(())
     }
 
+    /// Replaces the broker of `c` and of its `soft_tix`, which acts for it and must not keep the
+    /// old owner's rights.
+    pub fn set_broker(&mut self, c: CurrencyId, broker: Broker) -> Result<()> {
+        let soft = self.visible(c)?.soft_tix;
+        for d in std::iter::once(c).chain(soft) {
+            if let Some(d) = self.currencies.get_mut(&d) {
+                d.broker = broker;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves `t` to the head of its holder's backing list, where the default policy looks for
+    /// the currency that funds the holder's children (§2.7: after a change of uid the new
+    /// funding must come first). Order does not enter valuation, so no cache is dropped.
+    pub fn put_first(&mut self, t: TicketId) -> Result<()> {
+        let holder = self.ticket(t)?.holder;
+        if let Some(c) = self.currencies.get_mut(&holder) {
+            c.backing.retain(|b| *b != t);
+            c.backing.insert(0, t);
+        }
+        Ok(())
+    }
+
+    /// Checks a loaded model's internal links, which the operations keep and the valuation
+    /// relies on (it would panic on a dangling one): ids match their keys and stay below the
+    /// counters, every ticket's issuer and holder exist and list it, every `soft_tix`, hard
+    /// funding and exchange ticket is where its owner says, amounts are positive outside
+    /// exchanges, and the funding graph is a DAG. The error names the first inconsistency.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(TicketsError::Structure(format!("corrupt model: {what}")));
+        match self.currencies.get(&CurrencyId::BASE).map(|c| c.kind) {
+            Some(CurrencyKind::Base) => {}
+            _ => return bad("no base currency".into()),
+        }
+        for (id, c) in &self.currencies {
+            if *id != c.id || id.0 >= self.next_currency {
+                return bad(format!("currency {id} is recorded as {}", c.id));
+            }
+            if c.kind == CurrencyKind::Base && *id != CurrencyId::BASE {
+                return bad(format!("{id} is a second base"));
+            }
+            let issued = c
+                .issued
+                .iter()
+                .map(|t| (t, self.tickets.get(t).map(|x| x.issuer)));
+            let backing = c
+                .backing
+                .iter()
+                .map(|t| (t, self.tickets.get(t).map(|x| x.holder)));
+            if let Some((t, _)) = issued.chain(backing).find(|(_, end)| *end != Some(*id)) {
+                return bad(format!("{id} lists {t}, which is not its"));
+            }
+            if let Some(soft) = c.soft_tix {
+                match self.currencies.get(&soft).map(|s| s.kind) {
+                    Some(CurrencyKind::SoftTix { of }) if of == *id => {}
+                    _ => return bad(format!("{id}'s soft_tix {soft} is not its")),
+                }
+            }
+            for (r, hard) in c.hard.iter() {
+                let Some(hard) = hard else { continue };
+                match (self.tickets.get(&hard.funding), c.soft_tix) {
+                    (Some(t), Some(soft)) if t.issuer == *id && t.holder == soft => {}
+                    _ => return bad(format!("{id}'s hard total for {r} has no funding ticket")),
+                }
+            }
+        }
+        for (id, t) in &self.tickets {
+            let (Some(issuer), Some(holder)) = (
+                self.currencies.get(&t.issuer),
+                self.currencies.get(&t.holder),
+            ) else {
+                return bad(format!("{id} names a missing currency"));
+            };
+            let listed = issuer.issued.contains(id)
+                && holder.backing.iter().filter(|b| *b == id).count() == 1;
+            if *id != t.id || id.0 >= self.next_ticket || !listed {
+                return bad(format!("{id} is not listed by its issuer and holder once"));
+            }
+            let exchange = t
+                .exchange
+                .map(|x| self.exchanges.get(&x).map(|x| x.tickets));
+            match exchange {
+                None if t.amount <= 0 => return bad(format!("{id} has amount {}", t.amount)),
+                Some(Some(tickets)) if tickets.contains(id) => {}
+                Some(_) => return bad(format!("{id} names an exchange that lacks it")),
+                None => {}
+            }
+        }
+        for (id, x) in &self.exchanges {
+            if *id != x.id || id.0 >= self.next_exchange {
+                return bad(format!("exchange {id} is recorded as {}", x.id));
+            }
+            if x.tickets
+                .iter()
+                .any(|t| self.tickets.get(t).map(|t| t.exchange) != Some(Some(*id)))
+            {
+                return bad(format!("exchange {id} lacks one of its four tickets"));
+            }
+        }
+        // Kahn's algorithm over every resource's edges: what is left is on a cycle.
+        let mut indegree: BTreeMap<CurrencyId, usize> =
+            self.currencies.keys().map(|c| (*c, 0)).collect();
+        for t in self.tickets.values() {
+            *indegree.entry(t.holder).or_default() += 1;
+        }
+        let mut ready: Vec<CurrencyId> = indegree
+            .iter()
+            .filter(|(_, n)| **n == 0)
+            .map(|(c, _)| *c)
+            .collect();
+        let mut seen = 0;
+        while let Some(c) = ready.pop() {
+            seen += 1;
+            for t in &self.currencies[&c].issued {
+                let n = indegree.entry(self.tickets[t].holder).or_default();
+                *n -= 1;
+                if *n == 0 {
+                    ready.push(self.tickets[t].holder);
+                }
+            }
+        }
+        if seen != self.currencies.len() {
+            return bad("the funding graph has a cycle".into());
+        }
+        Ok(())
+    }
+
     /// A currency a caller may name: it exists and is not a hidden `soft_tix`.
     pub(super) fn visible(&self, c: CurrencyId) -> Result<&Currency> {
         let currency = self.currency(c)?;
