@@ -185,6 +185,8 @@ def run_point(env, rig, rep, i, m, params):
     env.seq += 1
     tag = f"{env.seq:04d}-{rig.name}"
     fg_out, bg_out = (os.path.join(env.tmp, f"{tag}.{w}.rec") for w in ("fg", "bg"))
+    before = rig.start_point() if hasattr(rig, "outside") else None
+    t_spawn = time.monotonic()
     start = time.monotonic_ns() + int(LEAD_S * 1e9)
     started = {}
     started["fg"] = env.procs.spawn(rig.fg(i, start, seconds, fg_out), os.path.join(env.tmp, f"{tag}.fg.log"))
@@ -202,6 +204,8 @@ def run_point(env, rig, rep, i, m, params):
             res[f"{who}_timed_out"] = True
         if rc != 0 or timed_out:
             res[f"{who}_output"] = tail(os.path.join(env.tmp, f"{tag}.{who}.log"))
+    if before is not None:
+        res["outside_cpu"] = rig.outside(before, time.monotonic() - t_spawn)
     t0, t1 = start + int(warm * 1e9), start + int(seconds * 1e9)
     for who, path in (("fg", fg_out), ("bg", bg_out)):
         recs = records.read(path)
@@ -222,6 +226,22 @@ def run_point(env, rig, rep, i, m, params):
         if os.path.exists(path):
             os.unlink(path)
     return res
+
+
+def measure(env, rig, rep, i, m, params):
+    """One point; on a rig that measures outside load (cpu), again while others used its CPU,
+    keeping the cleanest attempt."""
+    best = None
+    for attempt in range(1, getattr(rig, "tries", 1) + 1):
+        res = run_point(env, rig, rep, i, m, params)
+        res["tries"] = attempt
+        if best is None or res["outside_cpu"] < best["outside_cpu"]:
+            best = res
+        if "outside_cpu" not in res or res["outside_cpu"] <= rig.outside_max:
+            break
+        log(f"  {rig.name} i={i:g} {mode_label(m)}: other processes took {100 * res['outside_cpu']:.1f}% "
+            f"of CPU {rig.cpu}; measuring again")
+    return best
 
 
 # --------------------------------------------------------------------------
@@ -577,12 +597,13 @@ def main():
 
     t_start = time.monotonic()
     for k, (rig, rep, i, m) in enumerate(plan):
-        res = run_point(env, live[rig], rep, i, m, params[rig])
+        res = measure(env, live[rig], rep, i, m, params[rig])
         saved["results"].append(res)
         fg, bg = res["fg"], res["bg"]
         bad = [w for w in ("fg", "bg") if res.get(f"{w}_rc") or res.get(f"{w}_timed_out")]
         log(f"[{k + 1}/{len(plan)}] {rig} i={i:g} {mode_label(m)}: fg {fg['rate']:.1f}/s"
             + (f" ({1e3 * fg['lat_mean']:.1f} ms)" if "lat_mean" in fg else "") + f", bg {bg['rate']:.1f}/s"
+            + (f", outside load {100 * res['outside_cpu']:.1f}% (try {res['tries']})" if "outside_cpu" in res else "")
             + (f"  FAILED: {', '.join(bad)}: " + (res.get(f"{bad[0]}_output") or "").strip()[-300:] if bad else ""))
     saved["env"]["run_seconds"] = time.monotonic() - t_start
     saved["env"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]

@@ -121,6 +121,7 @@ impl Coordinator for DaemonCoordinator {
                 .as_millis()
                 .min(tact_proto::MAX_TOTAL_MS as u128) as u64,
             suspend_for_ms: suspend_for.as_millis().min(tact_proto::MAX_DAY_MS as u128) as u64,
+            idle: None,
         };
         if client.release(*job, ran, Some(figures)).is_err() {
             self.joined = None;

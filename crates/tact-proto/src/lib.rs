@@ -37,7 +37,9 @@ pub use reply::{
     error_line, ok_line, parse_reply, Ack, DaemonStatus, Done, ErrorCode, Grant, JobState,
     JobStatus, Status, Welcome,
 };
-pub use request::{Hello, JobId, Kind, Report, ReportState, Request};
+pub use request::{
+    GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, Report, ReportState, Request,
+};
 
 /// The protocol version every message carries as `"v"`. It changes when a message's meaning
 /// changes or a field is removed; adding an optional field does not change it (receivers ignore
@@ -65,3 +67,6 @@ pub const MAX_TOTAL_MS: u64 = 10 * 365 * MAX_DAY_MS;
 
 /// Largest `rate` or `target` (progress per second).
 pub const MAX_RATE: f64 = 1e15;
+
+/// Most gates an idle-gated job reports (one per disk or link it names).
+pub const MAX_GATES: usize = 16;

@@ -5,10 +5,12 @@
 use serde_json::{Map, Value};
 
 use crate::error::ProtoError;
-use crate::request::{Hello, JobId, Kind, Report, ReportState, Request};
+use crate::request::{
+    GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, Report, ReportState, Request,
+};
 use crate::{
-    MAX_DAY_MS, MAX_MESSAGE, MAX_NAME, MAX_PID, MAX_RATE, MAX_TOTAL_MS, PRIORITY_MAX, PRIORITY_MIN,
-    VERSION,
+    MAX_DAY_MS, MAX_GATES, MAX_MESSAGE, MAX_NAME, MAX_PID, MAX_RATE, MAX_TOTAL_MS, PRIORITY_MAX,
+    PRIORITY_MIN, VERSION,
 };
 
 /// Parses one request line (without its newline).
@@ -203,27 +205,12 @@ impl<'a> Fields<'a> {
     }
 
     fn report(&self, name: &str) -> Result<Report, ProtoError> {
-        let obj = match self.get(name) {
-            None => return Err(self.err(name, "missing")),
-            Some(Value::Object(obj)) => obj,
-            Some(other) => {
-                return Err(self.err(name, format!("must be an object, not {}", kind_of(other))))
-            }
-        };
+        let obj = self
+            .opt_object(name)?
+            .ok_or_else(|| self.err(name, "missing"))?;
         let path = self.path(name);
         let f = Fields::new(obj, &path);
-        let state = f.string("state", 16)?;
-        let state = ReportState::ALL
-            .into_iter()
-            .find(|s| s.as_str() == state)
-            .ok_or_else(|| {
-                f.err(
-                    "state",
-                    format!(
-                        "must be one of calibrating, probation, running, suspended, not {state:?}"
-                    ),
-                )
-            })?;
+        let state = f.choice("state", &ReportState::ALL, ReportState::as_str)?;
         Ok(Report {
             state,
             rate: f.opt_amount("rate", MAX_RATE)?,
@@ -235,7 +222,138 @@ impl<'a> Fields<'a> {
             suspend_for_ms: f
                 .opt_int("suspend_for_ms", 0, MAX_DAY_MS as i64)?
                 .unwrap_or(0) as u64,
+            idle: match f.opt_object("idle")? {
+                None => None,
+                Some(obj) => Some(Fields::new(obj, &f.path("idle")).idle()?),
+            },
         })
+    }
+
+    /// An object field, or `None` when absent or `null`.
+    fn opt_object(&self, name: &str) -> Result<Option<&'a Map<String, Value>>, ProtoError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Object(obj)) => Ok(Some(obj)),
+            Some(other) => {
+                Err(self.err(name, format!("must be an object, not {}", kind_of(other))))
+            }
+        }
+    }
+
+    /// An array field of at most `max` items, empty when absent or `null`.
+    fn opt_array(&self, name: &str, max: usize) -> Result<&'a [Value], ProtoError> {
+        match self.get(name) {
+            None => Ok(&[]),
+            Some(Value::Array(items)) if items.len() <= max => Ok(items),
+            Some(Value::Array(items)) => Err(self.err(
+                name,
+                format!("must have at most {max} items, not {}", items.len()),
+            )),
+            Some(other) => Err(self.err(name, format!("must be an array, not {}", kind_of(other)))),
+        }
+    }
+
+    /// One of `choices` (by its wire name), or `None` when absent or `null`.
+    fn opt_choice<T: Copy>(
+        &self,
+        name: &str,
+        choices: &[T],
+        wire: fn(T) -> &'static str,
+    ) -> Result<Option<T>, ProtoError> {
+        let Some(got) = self.opt_string(name, 32)? else {
+            return Ok(None);
+        };
+        match choices.iter().find(|c| wire(**c) == got) {
+            Some(c) => Ok(Some(*c)),
+            None => {
+                let names: Vec<&str> = choices.iter().map(|c| wire(*c)).collect();
+                Err(self.err(
+                    name,
+                    format!("must be one of {}, not {got:?}", names.join(", ")),
+                ))
+            }
+        }
+    }
+
+    fn choice<T: Copy>(
+        &self,
+        name: &str,
+        choices: &[T],
+        wire: fn(T) -> &'static str,
+    ) -> Result<T, ProtoError> {
+        self.opt_choice(name, choices, wire)?
+            .ok_or_else(|| self.err(name, "missing"))
+    }
+
+    fn count(&self, name: &str) -> Result<u64, ProtoError> {
+        Ok(self.opt_int(name, 0, i64::MAX)?.unwrap_or(0) as u64)
+    }
+
+    /// `report.idle`.
+    fn idle(&self) -> Result<IdleReport, ProtoError> {
+        let gates = self
+            .opt_array("gates", MAX_GATES)?
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let path = format!("{}[{i}]", self.path("gates"));
+                match item {
+                    Value::Object(obj) => Fields::new(obj, &path).gate(),
+                    other => Err(ProtoError::field(
+                        path,
+                        format!("must be an object, not {}", kind_of(other)),
+                    )),
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(IdleReport {
+            cpu: self.opt_choice("cpu", &IdleCpu::ALL, IdleCpu::as_str)?,
+            gates,
+        })
+    }
+
+    /// One item of `report.idle.gates`.
+    fn gate(&self) -> Result<GateReport, ProtoError> {
+        Ok(GateReport {
+            resource: self.name("resource")?,
+            state: self.choice("state", &GateState::ALL, GateState::as_str)?,
+            pi_ms: self
+                .opt_amount("pi_ms", MAX_DAY_MS as f64)?
+                .ok_or_else(|| self.err("pi_ms", "missing"))?,
+            holds: self.count("holds")?,
+            held_ms: self
+                .opt_int("held_ms", 0, MAX_TOTAL_MS as i64)?
+                .unwrap_or(0) as u64,
+            fg_bytes: self.count("fg_bytes")?,
+            counters: self.counters("counters")?,
+            preempted: self.count("preempted")?,
+            expired_pis: self.count("expired_pis")?,
+            harm: self.opt_amount("harm", 1.0)?.unwrap_or(0.0),
+        })
+    }
+
+    /// A 4×4 matrix of counts (rows and columns as in [`GateReport::counters`]); zeros when
+    /// absent.
+    fn counters(&self, name: &str) -> Result<[[u64; 4]; 4], ProtoError> {
+        let shape = "must be 4 arrays of 4 integers from 0";
+        let mut x = [[0u64; 4]; 4];
+        let Some(value) = self.get(name) else {
+            return Ok(x);
+        };
+        let rows = match value {
+            Value::Array(rows) if rows.len() == 4 => rows,
+            _ => return Err(self.err(name, shape)),
+        };
+        for (row, out) in rows.iter().zip(&mut x) {
+            let cells = match row {
+                Value::Array(cells) if cells.len() == 4 => cells,
+                _ => return Err(self.err(name, shape)),
+            };
+            for (cell, out) in cells.iter().zip(out.iter_mut()) {
+                *out = cell.as_u64().ok_or_else(|| self.err(name, shape))?;
+            }
+        }
+        Ok(x)
     }
 }
 
@@ -296,6 +414,8 @@ mod tests {
         assert_eq!(report.state, ReportState::Suspended);
         assert_eq!((report.rate, report.target), (Some(1.5), None));
         assert_eq!((report.suspended_ms, report.suspend_for_ms), (100, 400));
+        // A report in the format that predates `idle` (every polite job's) still parses.
+        assert_eq!(report.idle, None);
         assert_eq!(
             parse_request(br#"{"op":"status","v":1}"#),
             Ok(Request::Status)
@@ -355,6 +475,88 @@ mod tests {
             r#"{{"v":1,"op":"hello","name":"{long}","kind":"run"}}"#
         ))
         .starts_with("name: must be at most"));
+    }
+
+    #[test]
+    fn an_idle_jobs_gates_parse_and_bad_ones_name_the_field() {
+        let r = parse_request(
+            br#"{"v":1,"op":"report","job":3,"report":{"state":"suspended","suspended_ms":120,
+                "idle":{"cpu":"cgroup","gates":[{"resource":"disk:vda","state":"pi","pi_ms":12.5,
+                "holds":3,"held_ms":120,"fg_bytes":65536,"counters":[[1,0,0,5],[4,0,0,0],
+                [0,0,0,0],[0,0,2,0]],"preempted":1,"expired_pis":2,"harm":0.2}]}}}"#,
+        )
+        .unwrap();
+        let Request::Report { report, .. } = r else {
+            panic!("{r:?}")
+        };
+        let idle = report.idle.unwrap();
+        assert_eq!(idle.cpu, Some(IdleCpu::Cgroup));
+        let g = &idle.gates[0];
+        assert_eq!((g.resource.as_str(), g.state), ("disk:vda", GateState::Pi));
+        assert_eq!(
+            (g.pi_ms, g.holds, g.held_ms, g.fg_bytes),
+            (12.5, 3, 120, 65536)
+        );
+        assert_eq!((g.counters[0][3], g.counters[3][2]), (5, 2));
+        assert_eq!((g.preempted, g.expired_pis, g.harm), (1, 2, 0.2));
+        // Only the resource, the state and the PI are required.
+        let r = parse_request(
+            br#"{"v":1,"op":"report","job":3,"report":{"state":"running","idle":{"gates":[
+                {"resource":"net:lo","state":"released","pi_ms":10}]}}}"#,
+        )
+        .unwrap();
+        let Request::Report { report, .. } = r else {
+            panic!("{r:?}")
+        };
+        let idle = report.idle.unwrap();
+        assert_eq!((idle.cpu, idle.gates[0].counters), (None, [[0; 4]; 4]));
+
+        let bad = |idle: &str| {
+            err(&format!(
+                r#"{{"v":1,"op":"report","job":1,"report":{{"state":"running","idle":{idle}}}}}"#
+            ))
+        };
+        assert!(bad("[]").starts_with("report.idle: must be an object"));
+        assert!(bad(r#"{"cpu":"nice"}"#).starts_with("report.idle.cpu: must be one of sched_idle"));
+        assert!(bad(r#"{"gates":{}}"#).starts_with("report.idle.gates: must be an array"));
+        assert!(bad(r#"{"gates":[1]}"#).starts_with("report.idle.gates[0]: must be an object"));
+        let gate = |fields: &str| bad(&format!(r#"{{"gates":[{{{fields}}}]}}"#));
+        let e = gate(r#""resource":"disk:vda","pi_ms":10"#);
+        assert!(e.starts_with("report.idle.gates[0].state: missing"), "{e}");
+        let e = gate(r#""resource":"disk:vda","state":"asleep","pi_ms":10"#);
+        assert!(
+            e.starts_with("report.idle.gates[0].state: must be one of held, pi"),
+            "{e}"
+        );
+        let e = gate(r#""state":"held","pi_ms":10"#);
+        assert!(
+            e.starts_with("report.idle.gates[0].resource: missing"),
+            "{e}"
+        );
+        let e = gate(r#""resource":"d","state":"held","pi_ms":-1"#);
+        assert!(
+            e.starts_with("report.idle.gates[0].pi_ms: must be a number"),
+            "{e}"
+        );
+        let e = gate(r#""resource":"d","state":"held","pi_ms":1,"harm":2"#);
+        assert!(e.starts_with("report.idle.gates[0].harm: "), "{e}");
+        let e = gate(r#""resource":"d","state":"held","pi_ms":1,"holds":-3"#);
+        assert!(e.starts_with("report.idle.gates[0].holds: "), "{e}");
+        let e = gate(r#""resource":"d","state":"held","pi_ms":1,"counters":[[1,2,3,4]]"#);
+        assert!(
+            e.starts_with("report.idle.gates[0].counters: must be 4 arrays"),
+            "{e}"
+        );
+        let e = gate(
+            r#""resource":"d","state":"held","pi_ms":1,"counters":[[1,2,3,-4],[0,0,0,0],[0,0,0,0],[0,0,0,0]]"#,
+        );
+        assert!(e.starts_with("report.idle.gates[0].counters: "), "{e}");
+        let many = vec![r#"{"resource":"d","state":"held","pi_ms":1}"#; MAX_GATES + 1].join(",");
+        let e = bad(&format!(r#"{{"gates":[{many}]}}"#));
+        assert!(
+            e.starts_with("report.idle.gates: must have at most 16 items"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::error::ClientError;
 use crate::parse::check_version;
-use crate::request::{JobId, Kind, ReportState};
+use crate::request::{IdleReport, JobId, Kind, ReportState};
 use crate::VERSION;
 
 /// The reply to `hello`.
@@ -107,6 +107,10 @@ pub struct JobStatus {
     pub usage_s: f64,
     /// Seconds since it registered.
     pub age_s: f64,
+    /// An idle-gated job's gates and CPU setting, from its last report (added within version 1:
+    /// `null` from daemons that predate it).
+    #[serde(default)]
+    pub idle: Option<IdleReport>,
 }
 
 /// A job's place in the turn-taking, with its own report folded in.
@@ -257,6 +261,38 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A `status` reply from a daemon that predates `idle` still reads, and one with it reads
+    /// back the same.
+    #[test]
+    fn status_replies_with_and_without_idle_gates_parse() {
+        let old = br#"{"v":1,"ok":true,"daemon":{"pid":812,"uptime_s":3.5,"lease_ms":10000,
+            "holder":null,"connections":1,"connections_total":2,"grants_total":0,
+            "revoked_total":0,"errors_total":0},"jobs":[{"job":7,"pid":4242,"uid":1000,
+            "user":"alice","name":"backup","kind":"run","priority":0,"state":"idle",
+            "suspended_for_s":null,"reported":"running","rate":null,"target":null,"unit":null,
+            "duty_cycle":0.0,"suspended_s":0.0,"since_yield_s":0.5,"holding_s":null,
+            "usage_s":0.0,"age_s":3.0}]}"#;
+        let mut status = parse_reply::<Status>(old).unwrap();
+        assert_eq!(status.jobs[0].idle, None);
+        status.jobs[0].idle = Some(IdleReport {
+            cpu: Some(crate::IdleCpu::SchedIdle),
+            gates: vec![crate::GateReport {
+                resource: "net:lo".into(),
+                state: crate::GateState::Held,
+                pi_ms: 10.0,
+                holds: 2,
+                held_ms: 35,
+                fg_bytes: 1 << 20,
+                counters: [[1, 2, 3, 4]; 4],
+                preempted: 1,
+                expired_pis: 1,
+                harm: 0.5,
+            }],
+        });
+        let line = ok_line(&status);
+        assert_eq!(parse_reply::<Status>(&line).unwrap(), status);
     }
 
     #[test]

@@ -74,6 +74,99 @@ pub struct Report {
     /// Length of the suspension that starts now (0: none), in ms, at most one day.
     #[serde(default)]
     pub suspend_for_ms: u64,
+    /// An idle-gated job's (`tact run --idle`) gates and CPU setting; `None` for other jobs.
+    /// Added within version 1: daemons that predate it ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleReport>,
+}
+
+/// What an idle-gated job reports besides the common figures: it never takes the run turn (its
+/// gates decide when it runs), so these are what `tact status` can tell about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdleReport {
+    /// How the job's CPU use is made idle (`--idle cpu`); `None` when the CPU is not named.
+    #[serde(default)]
+    pub cpu: Option<IdleCpu>,
+    /// One gate per disk or link (at most [`crate::MAX_GATES`]).
+    #[serde(default)]
+    pub gates: Vec<GateReport>,
+}
+
+/// The mechanism behind `--idle cpu`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleCpu {
+    /// SCHED_IDLE on every thread only (no writable cgroup).
+    SchedIdle,
+    /// SCHED_IDLE on every thread, and the job in a child cgroup with `cpu.idle = 1`.
+    Cgroup,
+}
+
+impl IdleCpu {
+    pub const ALL: [IdleCpu; 2] = [IdleCpu::SchedIdle, IdleCpu::Cgroup];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleCpu::SchedIdle => "sched_idle",
+            IdleCpu::Cgroup => "cgroup",
+        }
+    }
+}
+
+/// One resource's gate (spec idletime §6): its state and the counters of the job's `--json-log`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateReport {
+    /// `disk:vda`, `net:eth0` (1 to [`crate::MAX_NAME`] bytes, no control characters).
+    pub resource: String,
+    pub state: GateState,
+    /// The preemption interval in force, ms (at most one day).
+    pub pi_ms: f64,
+    /// Times this gate has held the job.
+    #[serde(default)]
+    pub holds: u64,
+    /// Total time this gate has held the job, ms (at most [`crate::MAX_TOTAL_MS`]).
+    #[serde(default)]
+    pub held_ms: u64,
+    /// Foreground bytes seen on the resource since the job started.
+    #[serde(default)]
+    pub fg_bytes: u64,
+    /// The thesis's X\[s\]\[e\]: rows idle, fg, bg, pi; columns f, b, t, i.
+    #[serde(default)]
+    pub counters: [[u64; 4]; 4],
+    /// B\[f\]: probes that found foreground activity while the job was released.
+    #[serde(default)]
+    pub preempted: u64,
+    /// P\[t\]: preemption intervals that ran out (chances for the job).
+    #[serde(default)]
+    pub expired_pis: u64,
+    /// B\[f\] over every probe with foreground activity (0 to 1).
+    #[serde(default)]
+    pub harm: f64,
+}
+
+/// Whether a gate lets the job run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateState {
+    /// The foreground uses the resource: the gate holds the job.
+    Held,
+    /// The foreground has left the resource, and the gate holds the job until a preemption
+    /// interval passes without it.
+    Pi,
+    /// The gate lets the job run.
+    Released,
+}
+
+impl GateState {
+    pub const ALL: [GateState; 3] = [GateState::Held, GateState::Pi, GateState::Released];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateState::Held => "held",
+            GateState::Pi => "pi",
+            GateState::Released => "released",
+        }
+    }
 }
 
 /// The job's own regulator state.

@@ -34,6 +34,7 @@ fn report() -> impl Strategy<Value = Report> {
                 unit,
                 suspended_ms,
                 suspend_for_ms,
+                idle: None,
             },
         )
 }

@@ -907,3 +907,123 @@ fn run_jobs_survive_a_daemon_restart() {
     });
     drop(tacts);
 }
+
+/// `tact run --idle net:lo` registers as a run job that never takes the turn: `tact status`
+/// (JSON and table) shows its gate with the counters of its `--json-log`, the daemon hands out
+/// no turn and revokes none, and the job ends cleanly.
+#[test]
+fn an_idle_gated_run_job_shows_its_gate_in_status() {
+    let d = Daemon::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let stop = dir.path().join("stop");
+    // The job ends however the test does.
+    struct Stop(PathBuf);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "");
+        }
+    }
+    let _stop = Stop(stop.clone());
+    let mut run = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .args(["run", "--socket"])
+        .arg(&d.path)
+        .args([
+            "--idle",
+            "net:lo",
+            "--preempt",
+            "50ms",
+            "--name",
+            "gated",
+            "--",
+        ])
+        .args(["sh", "-c"])
+        .arg(format!(
+            "while [ ! -e {} ]; do sleep 0.1; done",
+            stop.display()
+        ))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Foreground traffic on lo: 1400-byte datagrams to a closed port, until killed.
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let fg = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                      while True:\n    try: s.sendto(b'x' * 1400, ('127.0.0.1', 9))\n    \
+                      except OSError: pass\n",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Killed)
+        .unwrap();
+    let status_json = || {
+        let out = tact()
+            .args(["status", "--json", "--socket"])
+            .arg(&d.path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let mut job = Value::Null;
+    wait_for(
+        PATIENCE,
+        "the gate to have held the job, in tact status",
+        || {
+            job = status_json()["jobs"][0].clone();
+            job["idle"]["gates"][0]["holds"].as_u64().unwrap_or(0) > 0
+        },
+    );
+    drop(fg);
+    assert_eq!(
+        (job["name"].as_str(), job["kind"].as_str()),
+        (Some("gated"), Some("run"))
+    );
+    let gate = &job["idle"]["gates"][0];
+    assert_eq!(gate["resource"], "net:lo", "{job}");
+    assert_eq!(gate["pi_ms"], 50.0, "{job}");
+    assert!(
+        ["held", "pi", "released"].contains(&gate["state"].as_str().unwrap()),
+        "{job}"
+    );
+    assert!(gate["fg_bytes"].as_u64().unwrap() > 4096, "{job}");
+    let counters = gate["counters"].as_array().unwrap();
+    assert_eq!(counters.len(), 4, "{job}");
+    assert!(gate["harm"].as_f64().is_some(), "{job}");
+    assert_eq!(job["idle"]["cpu"], Value::Null, "no --idle cpu: {job}");
+
+    let table = tact()
+        .args(["status", "--socket"])
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("gated: "), "{table}");
+    assert!(table.contains("\n  net:lo: "), "{table}");
+
+    // It never asked for the turn: none was handed out, none taken back.
+    let daemon = &d.status()["daemon"];
+    assert_eq!(daemon["grants_total"], 0, "{daemon}");
+    assert_eq!(daemon["revoked_total"], 0, "{daemon}");
+    assert_eq!(daemon["holder"], Value::Null, "{daemon}");
+
+    std::fs::write(&stop, "").unwrap();
+    let mut exited = None;
+    wait_for(PATIENCE, "the gated job to end", || {
+        exited = run.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert!(exited.unwrap().success(), "{exited:?}");
+    wait_for(PATIENCE, "the job to leave the daemon's list", || {
+        d.status()["jobs"].as_array().is_some_and(|j| j.is_empty())
+    });
+}

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use nix::sys::signal::Signal;
+use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
 use tact_linux::ProcReader;
 
 /// Writes 64 KiB blocks with O_DIRECT over the first 4 MiB of a file (no page cache, no growth,
@@ -53,8 +54,22 @@ fn spawn(cmd: &[String]) -> Child {
 
 /// `tact run` with `args`, isolated crash records, and its JSON log in `dir`.
 fn start_tact(dir: &Path, args: &[&str], cmd: &[String]) -> (Child, PathBuf) {
+    start_tact_in(None, dir, args, cmd)
+}
+
+/// [`start_tact`], in the test's cgroups when given (where the idle cgroup of `--idle cpu` goes).
+fn start_tact_in(
+    cgroups: Option<&TestCgroups>,
+    dir: &Path,
+    args: &[&str],
+    cmd: &[String],
+) -> (Child, PathBuf) {
     let log = dir.join("idle.jsonl");
-    let child = tact()
+    let mut command = tact();
+    if let Some(c) = cgroups {
+        c.enter(&mut command);
+    }
+    let child = command
         .env("TACT_RUNTIME_DIR", dir.join("runtime"))
         // No daemon: the job runs on its own.
         .env("TACT_SOCKET", dir.join("no-daemon.sock"))
@@ -146,6 +161,206 @@ fn finish(mut tact: Child, job: i32) -> String {
     err
 }
 
+/// `tact-test-*` cgroups, one in the cpu hierarchy and one in a separate v1 cpuacct hierarchy,
+/// under the test's own: a tact started in them makes its idle cgroup there and nowhere else.
+/// Removed on drop, once the processes in them are gone.
+struct TestCgroups {
+    /// The cpu hierarchy's directory first.
+    dirs: Vec<PathBuf>,
+    version: CgroupVersion,
+}
+
+impl TestCgroups {
+    /// `Err`: why the test cannot make them (it is skipped then).
+    fn new(what: &str) -> Result<TestCgroups, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("making cgroups needs root".into());
+        }
+        let hier = CpuHierarchy::detect().map_err(|e| format!("no cpu cgroup: {e}"))?;
+        let name = format!("tact-test-{}-{what}", std::process::id());
+        let mut bases = vec![hier.own_cgroup().map_err(|e| e.to_string())?];
+        if let Some(acct) = hier.cpuacct.as_ref().filter(|_| !hier.comounted()) {
+            let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+            let path = own
+                .lines()
+                .find_map(|l| {
+                    // ID:CONTROLLERS:PATH
+                    let mut parts = l.splitn(3, ':');
+                    let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                    controllers
+                        .split(',')
+                        .any(|c| c == "cpuacct")
+                        .then_some(path)
+                })
+                .ok_or("no cpuacct line in /proc/self/cgroup")?;
+            bases.push(
+                acct.dir_of(path)
+                    .ok_or("cpuacct cgroup outside its mount")?,
+            );
+        }
+        let mut made = TestCgroups {
+            dirs: Vec::new(),
+            version: hier.version,
+        };
+        for base in bases {
+            let dir = base.join(&name);
+            std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            made.dirs.push(dir);
+        }
+        Ok(made)
+    }
+
+    fn cpu(&self) -> &Path {
+        &self.dirs[0]
+    }
+
+    /// Makes `command`'s process move itself into the cgroups before it runs.
+    fn enter(&self, command: &mut Command) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::process::CommandExt;
+        let files: Vec<std::ffi::CString> = self
+            .dirs
+            .iter()
+            .map(|d| std::ffi::CString::new(d.join("cgroup.procs").as_os_str().as_bytes()).unwrap())
+            .collect();
+        // SAFETY: open, write and close are async-signal-safe; the paths were made before fork.
+        unsafe {
+            command.pre_exec(move || {
+                for f in &files {
+                    let fd = libc::open(f.as_ptr(), libc::O_WRONLY);
+                    // "0" is the writing process itself.
+                    if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(fd);
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+impl Drop for TestCgroups {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            // Processes that just exited may linger in the cgroup for a moment; a group tact
+            // left behind (a failed test) goes first.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while dir.exists() && Instant::now() < deadline {
+                for sub in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    if sub.path().is_dir() {
+                        let _ = std::fs::remove_dir(sub.path().join("job"));
+                        let _ = std::fs::remove_dir(sub.path());
+                    }
+                }
+                if std::fs::remove_dir(dir).is_err() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+}
+
+/// The directory of `pid`'s cgroup in the cpu hierarchy.
+fn cpu_cgroup(pid: i32) -> PathBuf {
+    CpuHierarchy::detect().unwrap().cgroup_of(pid).unwrap()
+}
+
+/// As root, the job runs in `tact-<PID>-idle` under tact's cgroup, with `cpu.idle = 1`, and at
+/// the end the group is gone, in the cpu hierarchy and in a separate cpuacct one, and a child
+/// that outlives the job is back in tact's cgroup.
+#[test]
+fn idle_cpu_puts_the_job_in_an_idle_cgroup_and_removes_it_after() {
+    let cgroups = match TestCgroups::new("idle-cgroup") {
+        Ok(c) if c.version == CgroupVersion::V1 && c.cpu().join("cpu.idle").exists() => c,
+        Ok(_) => {
+            eprintln!(
+                "skipped: cgroup v2 refuses a cpu controller below a cgroup that holds a process \
+                 (tact), or the kernel has no cpu.idle"
+            );
+            return;
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A child that outlives the shell when it is terminated (not holding tact's stderr open).
+    let cmd: Vec<String> = ["sh", "-c", "sleep 600 >/dev/null 2>&1 & wait"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (tact, log) = start_tact_in(Some(&cgroups), dir.path(), &["--idle", "cpu"], &cmd);
+    let tact_pid = tact.id() as i32;
+    // However the test ends, the processes are gone before the test's cgroups are removed.
+    struct Reap {
+        tact: Option<Child>,
+        pids: Vec<i32>,
+    }
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            for &pid in &self.pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            if let Some(mut tact) = self.tact.take() {
+                // It exits once its job has; a tact that does not is killed.
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while tact.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = tact.kill();
+                let _ = tact.wait();
+            }
+        }
+    }
+    let mut reap = Reap {
+        tact: Some(tact),
+        pids: Vec::new(),
+    };
+    wait_for(Duration::from_secs(30), "the job and its child", || {
+        job_of(tact_pid).is_some_and(|j| children_matching(j, "sleep 600").len() == 1)
+    });
+    let job = job_of(tact_pid).unwrap();
+    let child = children_matching(job, "sleep 600")[0];
+    reap.pids = vec![child, job];
+    let idle = cgroups.cpu().join(format!("tact-{tact_pid}-idle"));
+    // The child may have been forked before tact moved the job: tact moves it at its next look.
+    wait_for(
+        Duration::from_secs(30),
+        "the job in the idle cgroup",
+        || cpu_cgroup(job).starts_with(&idle) && cpu_cgroup(child).starts_with(&idle),
+    );
+    let flag = std::fs::read_to_string(idle.join("cpu.idle")).unwrap();
+    assert_eq!(flag.trim(), "1");
+    assert_eq!(nix_policy(job), libc::SCHED_IDLE, "SCHED_IDLE as well");
+    wait_for(Duration::from_secs(30), "the log's start", || {
+        !log_lines(&log).is_empty()
+    });
+    assert_eq!(log_lines(&log)[0]["cpu_idle"], "cgroup");
+
+    // SIGTERM: tact takes the group down before it passes the signal on.
+    kill(tact_pid, Signal::SIGTERM);
+    let mut tact = reap.tact.take().unwrap();
+    let status = tact.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    reap.pids.retain(|&p| p != job); // gone with tact's wait
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut tact.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("with cpu.idle = 1"), "{err}");
+    assert!(err.contains("cpu: cgroup cpu.idle and SCHED_IDLE"), "{err}");
+    for d in &cgroups.dirs {
+        let gone = d.join(format!("tact-{tact_pid}-idle"));
+        assert!(!gone.exists(), "{} is left", gone.display());
+    }
+    assert!(ProcReader::new().stat(child).is_ok(), "the child lives on");
+    assert_eq!(
+        cpu_cgroup(child),
+        cgroups.cpu(),
+        "moved back to tact's cgroup"
+    );
+}
+
 #[test]
 fn idle_cpu_puts_every_thread_and_later_children_in_sched_idle() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,7 +369,9 @@ fn idle_cpu_puts_every_thread_and_later_children_in_sched_idle() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let (tact, log) = start_tact(dir.path(), &["--idle", "cpu"], &cmd);
+    // As root, tact also makes an idle cgroup under its own: in the test's cgroups then.
+    let cgroups = TestCgroups::new("sched-idle").ok();
+    let (tact, log) = start_tact_in(cgroups.as_ref(), dir.path(), &["--idle", "cpu"], &cmd);
     let tact_pid = tact.id() as i32;
     wait_for(Duration::from_secs(30), "the job to start", || {
         job_of(tact_pid).is_some()

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tact_proto::{JobState, JobStatus, Status};
+use tact_proto::{GateReport, GateState, IdleReport, JobState, JobStatus, Status};
 
 use super::connection::Shared;
 
@@ -241,7 +241,118 @@ pub fn render(status: &Status) -> String {
             }
         }
     }
+    render_idle(&mut out, &status.jobs);
     out
+}
+
+/// The gates of idle-gated jobs (`tact run --idle`), labelled by job and resource.
+fn render_idle(out: &mut String, jobs: &[JobStatus]) {
+    let idle: Vec<(&JobStatus, &IdleReport)> = jobs
+        .iter()
+        .filter_map(|j| j.idle.as_ref().map(|i| (j, i)))
+        .collect();
+    family(
+        out,
+        "tact_job_idle_cpu",
+        "gauge",
+        "1 for how an idle-gated job's CPU use is made idle (cgroup: cpu.idle and SCHED_IDLE).",
+    );
+    for &(job, i) in &idle {
+        if let Some(cpu) = i.cpu {
+            let _ = writeln!(
+                out,
+                "tact_job_idle_cpu{{{},mechanism=\"{}\"}} 1",
+                labels(job),
+                cpu.as_str()
+            );
+        }
+    }
+    let gates: Vec<(&JobStatus, &GateReport)> = idle
+        .iter()
+        .flat_map(|&(j, i)| i.gates.iter().map(move |g| (j, g)))
+        .collect();
+    let gate_labels = |job: &JobStatus, g: &GateReport| {
+        format!("{},resource=\"{}\"", labels(job), escape(&g.resource))
+    };
+    family(
+        out,
+        "tact_job_gate_state",
+        "gauge",
+        "1 for the state an idle gate is in (held, pi: held for a preemption interval, released).",
+    );
+    for &(job, g) in &gates {
+        for state in GateState::ALL {
+            let _ = writeln!(
+                out,
+                "tact_job_gate_state{{{},state=\"{}\"}} {}",
+                gate_labels(job, g),
+                state.as_str(),
+                u8::from(g.state == state)
+            );
+        }
+    }
+    type Figure = fn(&GateReport) -> f64;
+    let figures: [(&str, &str, &str, Figure); 6] = [
+        (
+            "tact_job_gate_pi_seconds",
+            "gauge",
+            "The preemption interval in force.",
+            |g| g.pi_ms / 1000.0,
+        ),
+        (
+            "tact_job_gate_holds_total",
+            "counter",
+            "Times the gate has held the job.",
+            |g| g.holds as f64,
+        ),
+        (
+            "tact_job_gate_held_seconds_total",
+            "counter",
+            "Time the gate has held the job.",
+            |g| g.held_ms as f64 / 1000.0,
+        ),
+        (
+            "tact_job_gate_foreground_bytes_total",
+            "counter",
+            "Foreground bytes seen on the resource.",
+            |g| g.fg_bytes as f64,
+        ),
+        (
+            "tact_job_gate_preempted_total",
+            "counter",
+            "Probes that found foreground activity while the job was released (B[f]).",
+            |g| g.preempted as f64,
+        ),
+        (
+            "tact_job_gate_harm",
+            "gauge",
+            "B[f] over every probe with foreground activity.",
+            |g| g.harm,
+        ),
+    ];
+    for (name, kind, help, value) in figures {
+        family(out, name, kind, help);
+        for &(job, g) in &gates {
+            let _ = writeln!(out, "{name}{{{}}} {}", gate_labels(job, g), value(g));
+        }
+    }
+    family(
+        out,
+        "tact_job_gate_events_total",
+        "counter",
+        "The gate's event counters X[s][e]: events e (f, b, t, i) seen in state s (idle, fg, bg, pi).",
+    );
+    for &(job, g) in &gates {
+        for (s, row) in ["idle", "fg", "bg", "pi"].iter().zip(&g.counters) {
+            for (e, n) in ["f", "b", "t", "i"].iter().zip(row) {
+                let _ = writeln!(
+                    out,
+                    "tact_job_gate_events_total{{{},state=\"{s}\",event=\"{e}\"}} {n}",
+                    gate_labels(job, g)
+                );
+            }
+        }
+    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -304,6 +415,7 @@ mod tests {
             holding_s: None,
             usage_s: 1.0,
             age_s: 9.0,
+            idle: None,
         };
         let status = Status {
             daemon: DaemonStatus {
@@ -330,6 +442,85 @@ mod tests {
         assert!(!text.contains("tact_job_target{"));
         assert!(text.contains(&format!("tact_job_priority{{{l}}} 2")));
         assert!(text.contains("tact_daemon_grants_total 7"));
+        let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
+        let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        assert_eq!(helps, types);
+        assert!(
+            !text.contains("tact_job_gate_state{"),
+            "no gated job: {text}"
+        );
+    }
+
+    #[test]
+    fn an_idle_gated_jobs_gates_are_exported() {
+        use tact_proto::{DaemonStatus, IdleCpu, Kind};
+        let mut counters = [[0; 4]; 4];
+        counters[1][0] = 7;
+        let job = JobStatus {
+            job: 5,
+            pid: 43,
+            uid: 0,
+            user: "root".into(),
+            name: "scrub".into(),
+            kind: Kind::Run,
+            priority: 0,
+            state: JobState::Idle,
+            suspended_for_s: None,
+            reported: None,
+            rate: None,
+            target: None,
+            unit: None,
+            duty_cycle: 0.0,
+            suspended_s: 0.0,
+            since_yield_s: 0.5,
+            holding_s: None,
+            usage_s: 0.0,
+            age_s: 9.0,
+            idle: Some(IdleReport {
+                cpu: Some(IdleCpu::SchedIdle),
+                gates: vec![GateReport {
+                    resource: "net:lo".into(),
+                    state: GateState::Pi,
+                    pi_ms: 10.0,
+                    holds: 4,
+                    held_ms: 1500,
+                    fg_bytes: 9000,
+                    counters,
+                    preempted: 2,
+                    expired_pis: 3,
+                    harm: 0.5,
+                }],
+            }),
+        };
+        let status = Status {
+            daemon: DaemonStatus {
+                pid: 1,
+                uptime_s: 10.0,
+                lease_ms: 10_000,
+                holder: None,
+                connections: 1,
+                connections_total: 1,
+                grants_total: 0,
+                revoked_total: 0,
+                errors_total: 0,
+            },
+            jobs: vec![job],
+        };
+        let text = render(&status);
+        let l = r#"job="5",name="scrub",user="root",pid="43",resource="net:lo""#;
+        for want in [
+            format!("tact_job_gate_state{{{l},state=\"pi\"}} 1"),
+            format!("tact_job_gate_state{{{l},state=\"held\"}} 0"),
+            format!("tact_job_gate_pi_seconds{{{l}}} 0.01"),
+            format!("tact_job_gate_holds_total{{{l}}} 4"),
+            format!("tact_job_gate_held_seconds_total{{{l}}} 1.5"),
+            format!("tact_job_gate_foreground_bytes_total{{{l}}} 9000"),
+            format!("tact_job_gate_events_total{{{l},state=\"fg\",event=\"f\"}} 7"),
+            r#"tact_job_idle_cpu{job="5",name="scrub",user="root",pid="43",mechanism="sched_idle"} 1"#
+                .to_string(),
+        ] {
+            assert!(text.contains(&want), "{want} missing from {text}");
+        }
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
         assert_eq!(helps, types);

@@ -437,6 +437,7 @@ impl Registry {
                         .usage(id, self.t(now))
                         .map_or(0.0, |u| u.as_secs_f64()),
                     age_s: secs(now.saturating_duration_since(j.born)),
+                    idle: report.and_then(|(r, _)| r.idle.clone()),
                 }
             })
             .collect();
@@ -589,6 +590,7 @@ mod tests {
             unit: None,
             suspended_ms: 0,
             suspend_for_ms: 0,
+            idle: None,
         };
         let t1 = t0 + Duration::from_secs(9);
         reg.report(a, ja, report, t1).unwrap();
@@ -668,6 +670,62 @@ mod tests {
         assert_eq!(reg.counters.connections_total, MAX_CONNECTIONS + 1);
     }
 
+    /// An idle-gated job only reports: it never holds the turn, so a polite job gets the turn at
+    /// once beside it, and its silence past a lease is no hang.
+    #[test]
+    fn an_idle_gated_job_that_only_reports_takes_no_part_in_the_turns() {
+        let t0 = Instant::now();
+        let mut reg = Registry::new(LEASE, t0);
+        let (gated, polite) = (peer(1, 0), peer(2, 0));
+        let jg = job(&mut reg, gated, 10, t0);
+        let jp = job(&mut reg, polite, 0, t0);
+        let gate = tact_proto::GateReport {
+            resource: "disk:vda".into(),
+            state: tact_proto::GateState::Held,
+            pi_ms: 10.0,
+            holds: 1,
+            held_ms: 5,
+            fg_bytes: 8192,
+            counters: [[0; 4]; 4],
+            preempted: 0,
+            expired_pis: 0,
+            harm: 0.0,
+        };
+        let report = Report {
+            state: ReportState::Suspended,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 5,
+            suspend_for_ms: 1010,
+            idle: Some(tact_proto::IdleReport {
+                cpu: None,
+                gates: vec![gate],
+            }),
+        };
+        assert_eq!(
+            reg.report(gated, jg, report, t0),
+            Ok(Ack {
+                revoked: false,
+                waiting: 0
+            })
+        );
+        reg.want_turn(polite, jp, t0).unwrap();
+        assert!(granted(&mut reg, jp, t0), "the gated job is not in the way");
+        let s = reg.status(t0);
+        let g = s.jobs.iter().find(|j| j.job == jg).unwrap();
+        assert_eq!(g.state, JobState::Suspended);
+        assert_eq!(g.idle.as_ref().unwrap().gates[0].resource, "disk:vda");
+        // Long after a lease, with nobody releasing: neither job is hung or revoked.
+        let later = t0 + 3 * LEASE;
+        reg.release(polite, jp, Duration::from_secs(1), None, t0)
+            .unwrap();
+        reg.schedule(later);
+        assert_eq!(reg.counters.revoked_total, 0);
+        assert_eq!(state(&reg, jg, later), JobState::Idle);
+        assert_eq!(reg.status(later).daemon.holder, None);
+    }
+
     #[test]
     fn status_shows_suspension_and_duty() {
         let t0 = Instant::now();
@@ -683,6 +741,7 @@ mod tests {
             unit: Some("B/s".into()),
             suspended_ms: 1500,
             suspend_for_ms: 4000,
+            idle: None,
         };
         let t1 = t0 + Duration::from_secs(2);
         reg.release(a, ja, Duration::from_secs(2), Some(report), t1)

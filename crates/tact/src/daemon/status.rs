@@ -4,7 +4,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
-use tact_proto::{Client, JobState, JobStatus, ReportState, Status};
+use tact_proto::{
+    Client, GateState, IdleCpu, IdleReport, JobState, JobStatus, ReportState, Status,
+};
 
 use crate::cli::StatusArgs;
 
@@ -104,13 +106,60 @@ fn table(status: &Status, path: &Path) -> String {
         out.push('\n');
     };
     line(&header);
-    for row in &rows {
+    for (row, job) in rows.iter().zip(&status.jobs) {
         line(&row.iter().map(String::as_str).collect::<Vec<_>>());
+        if let Some(idle) = &job.idle {
+            for detail in idle_lines(idle) {
+                line(&[&format!("  {detail}")]);
+            }
+        }
     }
     out
 }
 
+/// An idle-gated job's CPU setting and gates, one line each, below its row.
+fn idle_lines(idle: &IdleReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    match idle.cpu {
+        Some(IdleCpu::Cgroup) => lines.push("cpu: cgroup cpu.idle and SCHED_IDLE".to_string()),
+        Some(IdleCpu::SchedIdle) => lines.push("cpu: SCHED_IDLE".to_string()),
+        None => {}
+    }
+    for g in &idle.gates {
+        lines.push(format!(
+            "{}: {}, PI {}, held {} time{} for {} in all, foreground {}B, harm {:.1}%",
+            g.resource,
+            match g.state {
+                GateState::Held => "holds (foreground active)",
+                GateState::Pi => "holds (preemption interval)",
+                GateState::Released => "released",
+            },
+            milliseconds(g.pi_ms),
+            g.holds,
+            if g.holds == 1 { "" } else { "s" },
+            duration(g.held_ms as f64 / 1000.0),
+            si(g.fg_bytes as f64),
+            g.harm * 100.0
+        ));
+    }
+    lines
+}
+
 fn state(j: &JobStatus) -> String {
+    if let Some(idle) = &j.idle {
+        // It never takes the turn: its gates say whether it runs.
+        let holding: Vec<&str> = idle
+            .gates
+            .iter()
+            .filter(|g| g.state != GateState::Released)
+            .map(|g| g.resource.as_str())
+            .collect();
+        return if holding.is_empty() {
+            "gated: running".into()
+        } else {
+            format!("gated: held by {}", holding.join(", "))
+        };
+    }
     match j.state {
         JobState::Running => match j.holding_s {
             Some(s) => format!("running ({})", duration(s)),
@@ -159,6 +208,17 @@ fn si(x: f64) -> String {
     }
 }
 
+/// 0.50ms, 12ms, 1.2s.
+fn milliseconds(ms: f64) -> String {
+    if ms >= 1000.0 {
+        duration(ms / 1000.0)
+    } else if ms >= 10.0 || ms == 0.0 {
+        format!("{ms:.0}ms")
+    } else {
+        format!("{ms:.2}ms")
+    }
+}
+
 /// 0.2s, 12s, 3m05s, 2h03m.
 fn duration(secs: f64) -> String {
     let s = secs.max(0.0);
@@ -195,5 +255,81 @@ mod tests {
         assert_eq!(duration(185.0), "3m05s");
         assert_eq!(duration(7380.0), "2h03m");
         assert_eq!(shorten("abcdef", 3), "abc…");
+        assert_eq!(milliseconds(12.4), "12ms");
+        assert_eq!(milliseconds(0.5), "0.50ms");
+        assert_eq!(milliseconds(1500.0), "1.5s");
+    }
+
+    #[test]
+    fn an_idle_gated_job_shows_its_gates() {
+        use tact_proto::{DaemonStatus, GateReport, Kind};
+        let gate = |resource: &str, state| GateReport {
+            resource: resource.into(),
+            state,
+            pi_ms: 10.0,
+            holds: 3,
+            held_ms: 1200,
+            fg_bytes: 12_000_000,
+            counters: [[0; 4]; 4],
+            preempted: 1,
+            expired_pis: 2,
+            harm: 0.25,
+        };
+        let job = JobStatus {
+            job: 4,
+            pid: 42,
+            uid: 0,
+            user: "root".into(),
+            name: "updatedb".into(),
+            kind: Kind::Run,
+            priority: 0,
+            state: JobState::Suspended,
+            suspended_for_s: Some(0.5),
+            reported: Some(ReportState::Suspended),
+            rate: None,
+            target: None,
+            unit: None,
+            duty_cycle: 0.0,
+            suspended_s: 1.2,
+            since_yield_s: 0.3,
+            holding_s: None,
+            usage_s: 0.0,
+            age_s: 5.0,
+            idle: Some(IdleReport {
+                cpu: Some(IdleCpu::Cgroup),
+                gates: vec![
+                    gate("disk:vda", GateState::Pi),
+                    gate("net:lo", GateState::Released),
+                ],
+            }),
+        };
+        let status = Status {
+            daemon: DaemonStatus {
+                pid: 1,
+                uptime_s: 10.0,
+                lease_ms: 10_000,
+                holder: None,
+                connections: 1,
+                connections_total: 1,
+                grants_total: 0,
+                revoked_total: 0,
+                errors_total: 0,
+            },
+            jobs: vec![job],
+        };
+        let text = table(&status, Path::new("/run/tact/daemon.sock"));
+        assert!(text.contains("gated: held by disk:vda "), "{text}");
+        assert!(
+            text.contains("\n  cpu: cgroup cpu.idle and SCHED_IDLE\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\n  disk:vda: holds (preemption interval), PI 10ms, held 3 times for 1.2s in \
+                 all, foreground 12.0MB, harm 25.0%\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("\n  net:lo: released, "), "{text}");
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use tact_core::idle::{Anchor, Gate, GateParams, Tuner, TunerParams};
+use tact_core::idle::{Anchor, Gate, GateParams, State, Tuner, TunerParams};
 use tact_linux::actuate::per_thread::SavedThreads;
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::actuate::{ioprio, sched_idle};
@@ -19,11 +19,12 @@ use tact_linux::probe::block_device::BlockResolver;
 use tact_linux::state::StateDir;
 use tact_linux::timer::Ticker;
 use tact_linux::{Guard, JobTree, ProcId, ProcReader};
-use tact_proto::{Report, ReportState};
+use tact_proto::{GateReport, GateState, IdleCpu, IdleReport, Report, ReportState};
 
 use super::events::{Event, Events};
 use super::guarded;
 use super::idle::{Gated, IdleSettings, Preempt};
+use super::idle_cgroup::IdleCgroup;
 use super::idle_log::{GateView, Holder, IdleLog, Setup};
 use super::idle_watch::{
     disk_default_pi, fmt_ms, net_default_pi, DefaultPi, DiskWatch, NetWatch, OwnTraffic, Probe,
@@ -61,11 +62,54 @@ struct Watched {
     tuner: Option<Tuner>,
     /// Foreground bytes seen in all.
     fg_bytes: u64,
+    /// Times this gate has held the job (it alone or with others).
+    holds: u64,
+    /// Time this gate held the job, up to `holding_since`.
+    held: Duration,
+    /// Since when this gate holds the job, while it does.
+    holding_since: Option<Instant>,
 }
 
 impl Watched {
     fn view(&self) -> GateView {
         GateView::new(self.label.clone(), &self.gate, self.fg_bytes)
+    }
+
+    /// Counts a hold of this gate beginning or ending at `now`.
+    fn holding(&mut self, hold: bool, now: Instant) {
+        match (hold, self.holding_since) {
+            (true, None) => {
+                self.holds += 1;
+                self.holding_since = Some(now);
+            }
+            (false, Some(since)) => {
+                self.held += now - since;
+                self.holding_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The gate as the daemon shows it.
+    fn report(&self, now: Instant) -> GateReport {
+        let held = self.held + self.holding_since.map_or(Duration::ZERO, |s| now - s);
+        let view = self.view();
+        GateReport {
+            resource: view.resource,
+            state: match self.gate.state() {
+                State::Fg => GateState::Held,
+                State::Pi => GateState::Pi,
+                State::Idle | State::Bg => GateState::Released,
+            },
+            pi_ms: view.pi * 1000.0,
+            holds: self.holds,
+            held_ms: held.as_millis() as u64,
+            fg_bytes: view.fg_bytes,
+            counters: view.counters,
+            preempted: view.preempted,
+            expired_pis: view.expired_pis,
+            harm: view.harm,
+        }
     }
 }
 
@@ -145,14 +189,16 @@ pub struct IdleSummary {
     pub holds: u32,
     /// Each gated resource with its final PI.
     pub pis: Vec<(String, Duration)>,
-    pub cpu: bool,
+    pub cpu: Option<IdleCpu>,
 }
 
 impl IdleSummary {
     pub fn line(&self) -> String {
         let mut parts = Vec::new();
-        if self.cpu {
-            parts.push("cpu: SCHED_IDLE".to_string());
+        match self.cpu {
+            Some(IdleCpu::Cgroup) => parts.push("cpu: cgroup cpu.idle and SCHED_IDLE".to_string()),
+            Some(IdleCpu::SchedIdle) => parts.push("cpu: SCHED_IDLE".to_string()),
+            None => {}
         }
         for (label, pi) in &self.pis {
             parts.push(format!("{label}: PI {}", fmt_ms(*pi)));
@@ -182,6 +228,8 @@ pub struct IdleJob {
     watched: Vec<Watched>,
     probe: Duration,
     sched: Option<PerThread<sched_idle::SchedPolicy>>,
+    /// The idle cgroup the job is in, when `--idle cpu` could have one.
+    cgroup: Option<IdleCgroup>,
     io: Option<PerThread<ioprio::IoPrio>>,
     restore: bool,
     log: Option<IdleLog>,
@@ -217,6 +265,7 @@ impl IdleJob {
         let me = reader.stat(std::process::id() as i32)?.id();
         let members = tree.members();
         let mut sched = None;
+        let mut cgroup = None;
         if cpu {
             if restore {
                 if let Err(e) = sched_idle::check_leave(pid) {
@@ -226,11 +275,31 @@ impl IdleJob {
             let mut s = sched_idle_setting();
             s.cover(&reader, &members)?;
             sched = Some(s);
+            let why_not = if restore {
+                // An attached process stays in its own cgroup: moving it would take it out of the
+                // limits of the service it belongs to.
+                Err("tact attach leaves the process in its own cgroup".to_string())
+            } else {
+                IdleCgroup::create(&tree)
+            };
+            let how = match why_not {
+                Ok(g) => {
+                    let how = format!("and the job in {} with cpu.idle = 1", g.dir().display());
+                    cgroup = Some(g);
+                    how
+                }
+                Err(why) => format!("only; cgroup cpu.idle not used: {why}"),
+            };
             eprintln!(
-                "tact: idle cpu: SCHED_IDLE for every thread (no preemption interval: taking a \
-                 CPU back costs microseconds); cpu.idle of a cgroup is not used"
+                "tact: idle cpu: SCHED_IDLE for every thread {how} (no preemption interval: \
+                 taking a CPU back costs microseconds)"
             );
         }
+        let cpu = cpu.then_some(if cgroup.is_some() {
+            IdleCpu::Cgroup
+        } else {
+            IdleCpu::SchedIdle
+        });
         let mut io = None;
         let mut watched = Vec::new();
         let mut setups = Vec::new();
@@ -287,6 +356,9 @@ impl IdleJob {
                 gate,
                 tuner,
                 fg_bytes: 0,
+                holds: 0,
+                held: Duration::ZERO,
+                holding_since: None,
             });
         }
         let probe = probe_interval(&watched);
@@ -310,6 +382,7 @@ impl IdleJob {
             watched,
             probe,
             sched,
+            cgroup,
             io,
             restore,
             log,
@@ -349,6 +422,12 @@ impl IdleJob {
         }
         if self.restore {
             self.restore_settings();
+        }
+        if let Some(cgroup) = self.cgroup.take() {
+            let dir = cgroup.dir().to_path_buf();
+            if let Err(e) = cgroup.remove() {
+                eprintln!("tact: cannot remove the idle cgroup {}: {e}", dir.display());
+            }
         }
         let ended = result?;
         resumed?;
@@ -434,7 +513,9 @@ impl IdleJob {
                 }
             };
             w.fg_bytes += probe.foreground;
-            if !w.gate.poll(t, probe.fg_active(), true) {
+            let hold = !w.gate.poll(t, probe.fg_active(), true);
+            w.holding(hold, now);
+            if hold {
                 holders.push(holder(&w.label, &probe));
             }
             if let Some(tuner) = &mut w.tuner {
@@ -503,6 +584,13 @@ impl IdleJob {
         if let Some(s) = &mut self.sched {
             s.cover(&self.reader, &members)?;
         }
+        if let Some(g) = &mut self.cgroup {
+            // SCHED_IDLE covers the newcomers already; a cgroup that cannot take them is worth
+            // a warning, not the job.
+            if let Err(e) = g.cover(&members) {
+                tracing::warn!("cannot move new members into {}: {e}", g.dir().display());
+            }
+        }
         if let Some(s) = &mut self.io {
             s.cover(&self.reader, &members)?;
         }
@@ -526,15 +614,16 @@ impl IdleJob {
         }
     }
 
-    /// Tells the daemon, if one runs, whether the job is held and for how long it has been in
-    /// all. (Idle jobs do not take turns: the gates decide when they run.)
+    /// Tells the daemon, if one runs, whether the job is held, for how long it has been in all,
+    /// and its gates. (Idle jobs do not take turns: the gates decide when they run.)
     fn report(&mut self) -> Result<()> {
         let Some(turn) = self.turn.as_mut() else {
             return Ok(());
         };
+        let now = Instant::now();
         let mut held = self.summary.held;
         if let Some(since) = self.held_since {
-            held += since.elapsed();
+            held += now - since;
         }
         turn.report(Report {
             state: if self.held_since.is_some() {
@@ -546,12 +635,16 @@ impl IdleJob {
             target: None,
             unit: None,
             suspended_ms: held.as_millis() as u64,
-            // Held until the foreground leaves the resource alone for a PI: one probe from now
-            // at the least.
+            // Held until the foreground leaves the resource alone for a PI, which may take any
+            // time: shown as suspended until the next report, which comes within a second.
             suspend_for_ms: match self.held_since {
-                Some(_) => self.probe.as_millis().max(1) as u64,
+                Some(_) => (EVERY_SECOND + self.probe).as_millis() as u64,
                 None => 0,
             },
+            idle: Some(IdleReport {
+                cpu: self.summary.cpu,
+                gates: self.watched.iter().map(|w| w.report(now)).collect(),
+            }),
         });
         Ok(())
     }

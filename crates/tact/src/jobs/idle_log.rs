@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 use tact_core::idle::{Counters, Gate, State};
+use tact_proto::IdleCpu;
 
 use crate::trace::JsonLines;
 
@@ -81,6 +82,9 @@ enum Record<'a> {
     Start {
         t: f64,
         cpu: bool,
+        /// How `--idle cpu` is carried out: `cgroup` (cpu.idle and SCHED_IDLE) or `sched_idle`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cpu_idle: Option<IdleCpu>,
         /// Seconds between probes.
         probe: f64,
         gates: &'a [Setup],
@@ -131,13 +135,14 @@ impl IdleLog {
     pub fn start(
         &mut self,
         t: Duration,
-        cpu: bool,
+        cpu: Option<IdleCpu>,
         probe: Duration,
         gates: &[Setup],
     ) -> Result<()> {
         self.out.line(&Record::Start {
             t: t.as_secs_f64(),
-            cpu,
+            cpu: cpu.is_some(),
+            cpu_idle: cpu,
             probe: probe.as_secs_f64(),
             gates,
         })

@@ -4,6 +4,7 @@ pub mod attach;
 pub mod events;
 mod guarded;
 pub mod idle;
+mod idle_cgroup;
 mod idle_job;
 mod idle_log;
 mod idle_watch;

@@ -495,6 +495,7 @@ impl PoliteJob {
             unit: self.sources.first().map(|s| format!("{s}/s")),
             suspended_ms: self.summary.suspended.as_millis() as u64,
             suspend_for_ms: step.decision.suspension().as_millis() as u64,
+            idle: None,
         }
     }
 
