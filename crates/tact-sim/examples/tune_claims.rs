@@ -15,6 +15,7 @@ use tact_core::tune::TuneParams;
 use tact_sim::tune::claims::{self, Fig5Point, Fig5Spread, Protocol, SharePoint, Shared2, R_GRID};
 use tact_sim::tune::convergence::{self, ModeSummary, MODES, WORKLOADS};
 use tact_sim::tune::experiments::{self as x, Check, SEEDS};
+use tact_sim::tune::rows::{self, References, Rig, RowSummary, RIGS};
 use tact_sim::tune::{Spacing, Topology};
 
 const TOPOLOGIES: [Topology; 3] = [
@@ -273,6 +274,59 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
+    // ---- Issue 6: where each Table 1 row settles on the X1 rig's curve ----------------------
+    let rigs: Vec<(Rig, References, Vec<RowSummary>)> = thread::scope(|s| {
+        let handles: Vec<_> = RIGS
+            .iter()
+            .flat_map(|&rig| [false, true].map(|tact| (rig, tact)))
+            .map(|(rig, tact)| s.spawn(move || (rig, rows::table(rig, tact, &SEEDS))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                let (rig, table) = h.join().unwrap();
+                (rig, rows::references(&rig.model()), table)
+            })
+            .collect()
+    });
+    println!("\n## Table 1 rows on the X1 rig's curve: Pareto spacing, 50 s steady states, 12 min from 2 workers, median of seeds {SEEDS:?}\n");
+    println!("Fair-share equivalent of a count n: 1 − the curve's elasticity over n − 1 → n, the share of a bottleneck that stopping there takes from Theorem 1's competitor.\n");
+    for (rig, refs, _) in rigs.iter().step_by(2) {
+        let m = rig.model();
+        let points: Vec<String> = (5..=11)
+            .map(|n| {
+                format!(
+                    "{n}: {:.0}/s {:.1}% ({:.0}%)",
+                    m.network().throughput(n),
+                    100.0 * m.utilization(n),
+                    100.0 * rows::fair_share_equivalent(&m, n)
+                )
+            })
+            .collect();
+        println!("- {rig:?}: X*_95 {:.0}/s at {}, X*_max {:.0}/s, fair limit {} workers; n: throughput, utilization (fair-share equivalent): {}", refs.best95, refs.best95_count, refs.max, refs.fair_limit, points.join(", "));
+    }
+    println!("\n| rig | mode | (p, q, w) | count | utilization | vs X*_95 | vs X*_max | fair-share equivalent | G1 | G2 |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---|---|");
+    let yes = |b: bool| if b { "pass" } else { "**miss**" };
+    for (rig, _, table) in &rigs {
+        for r in table {
+            println!(
+                "| {rig:?} | {} | ({}, {}, {}) | {} | {:.1}% | {:.1}% | {:.1}% | {:.0}% | {} | {} |",
+                if r.tact { "tact" } else { "paper" },
+                r.row.0,
+                r.row.1,
+                r.row.2,
+                r.count,
+                100.0 * r.utilization,
+                100.0 * r.vs_best95,
+                100.0 * r.vs_max,
+                100.0 * r.fair_share,
+                yes(r.g1()),
+                yes(r.g2()),
+            );
+        }
+    }
+
     // ---- Errata -----------------------------------------------------------------------------
     let z = normal_quantile(0.95).unwrap();
     let e1 = n1_hat(1.0, 1.0, 0.14, 0.1, z);
@@ -306,6 +360,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
             "convergence": convergence,
+            "rows": rigs.iter().map(|(rig, refs, table)| serde_json::json!({
+                "rig": rig, "references": refs, "rows": table,
+            })).collect::<Vec<_>>(),
         });
         std::fs::write(&path, serde_json::to_string_pretty(&json)?)?;
         println!("wrote {path}");

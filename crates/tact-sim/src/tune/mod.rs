@@ -11,6 +11,8 @@
 //!   the tests and `examples/tune_claims.rs`.
 //! - [`experiments`]: the spec's experiments X1–X7 as oracle models, with their pass criteria.
 //! - [`convergence`]: slow start, fast mode and warm start against paper mode (spec §6, item 1).
+//! - [`rows`]: where each Table 1 row settles on the X1 rig's curve, against G1–G2 and the
+//!   fair share a count implies (issue 6).
 
 pub mod claims;
 pub mod convergence;
@@ -18,6 +20,7 @@ pub mod driver;
 pub mod experiments;
 pub mod model;
 pub mod mva;
+pub mod rows;
 
 pub use driver::{run, Input, PoolRun, PoolSpec, Run, Scenario, Segment, Spacing, Stall};
 pub use model::{
