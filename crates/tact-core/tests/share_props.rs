@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use tact_core::share::{Action, Alps, Event, EventError, Mode, Reading, ShareConfig};
+use tact_core::share::{
+    Action, Alps, Counters, Event, EventError, Mode, Reading, ShareConfig, StepError, StepOut,
+};
 
 const Q: u64 = 10_000_000;
 
@@ -142,6 +144,41 @@ fn check_invariant(a: &Alps) -> Result<(), TestCaseError> {
         a.t_c_ns(),
         q * sum
     );
+    Ok(())
+}
+
+/// Letting the idle quanta pass with `skip` leaves the engine exactly as the steps of one tick
+/// without readings or events it saves would (every field, not only the public view), and
+/// those steps would have done nothing.
+fn check_skip(a: &Alps) -> Result<(), TestCaseError> {
+    let idle = a.idle_quanta();
+    let n = idle.min(64);
+    let mut stepped = a.clone();
+    for _ in 0..n {
+        prop_assert!(stepped.due(1).is_empty(), "someone due in an idle quantum");
+        let out = stepped.step(1, &[], vec![]).unwrap();
+        prop_assert_eq!(out, StepOut::default());
+    }
+    let mut skipped = a.clone();
+    skipped.skip(n).unwrap();
+    let state = |x: &Alps| format!("{x:?}").replace(&format!("{:?}", x.counters()), "");
+    prop_assert_eq!(state(&skipped), state(&stepped));
+    let norm = |c: Counters| Counters {
+        steps: 0,
+        skipped: 0,
+        ..c
+    };
+    prop_assert_eq!(norm(skipped.counters()), norm(stepped.counters()));
+    prop_assert_eq!(skipped.counters().skipped, a.counters().skipped + n);
+    let mut over = a.clone();
+    prop_assert_eq!(
+        over.skip(idle + 1),
+        Err(StepError::NotIdle {
+            asked: idle + 1,
+            idle
+        })
+    );
+    prop_assert_eq!(state(&over), state(a));
     Ok(())
 }
 
@@ -366,6 +403,7 @@ fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
             w.time = a.count() * Q;
         }
         check_invariant(&a)?;
+        check_skip(&a)?;
         // Stopped with allowance left only when held by a check (a cut leaves it negative).
         for e in a.entities() {
             prop_assert!(!e.held || (cfg.checks && !e.eligible));
@@ -561,4 +599,150 @@ fn an_entity_stopped_unread_is_read_as_soon_as_it_is_eligible_again() {
         tick(1, 1249623854),
     ];
     run(cfg, ops).unwrap();
+}
+
+/// `tact share`'s driver lets idle quanta pass without waking (`idle_quanta`, `skip`). On the
+/// overhead target's workloads (20 spinners sharing one CPU, tact's default configuration with
+/// checks) it makes exactly the decisions of a driver that steps every tick, with far fewer
+/// wake-ups.
+#[test]
+fn skipping_idle_quanta_changes_no_decision() {
+    let equal = vec![20u64; 20];
+    let linear: Vec<u64> = (0..20).map(|i| 2 * i + 1).collect();
+    for (shares, saved) in [(equal, 0.5), (linear, 0.05)] {
+        let every = drive(&shares, false);
+        let lazy = drive(&shares, true);
+        let first = every
+            .decisions
+            .iter()
+            .zip(&lazy.decisions)
+            .position(|(x, y)| x != y);
+        if let Some(i) = first {
+            let brief = |d: &(u64, u64, Vec<Action>, Option<String>)| (d.0, d.1, d.2.clone());
+            panic!(
+                "decision {i} differs: {:?} stepping, {:?} skipping",
+                brief(&every.decisions[i]),
+                brief(&lazy.decisions[i])
+            );
+        }
+        assert_eq!(every.decisions.len(), lazy.decisions.len());
+        assert_eq!(every.state, lazy.state);
+        // Stops, continues and cycle ends in each of the ten cycles or more.
+        assert!(every.decisions.len() >= 20, "{}", every.decisions.len());
+        assert!(every.checks > 0);
+        // Equal shares: the entities are read together, every few quanta. Linear: some entity
+        // is close to running out most of the time, and checks are most of the wake-ups.
+        assert!(
+            (lazy.wakeups as f64) < (1.0 - saved) * every.wakeups as f64,
+            "{} wake-ups skipping, {} stepping every tick",
+            lazy.wakeups,
+            every.wakeups
+        );
+    }
+}
+
+struct Driven {
+    /// (quantum, ns of a check or 0, actions, cycle) of every call that did something.
+    decisions: Vec<(u64, u64, Vec<Action>, Option<String>)>,
+    state: String,
+    wakeups: u64,
+    checks: u64,
+}
+
+/// Runs `shares` for 4000 quanta on one CPU the kernel divides evenly among the running
+/// entities, stepping at every tick or skipping the idle ones.
+fn drive(shares: &[u64], skip: bool) -> Driven {
+    let n = shares.len();
+    let cfg = ShareConfig {
+        cycle_bound: true,
+        checks: true,
+        ..ShareConfig::new(Q, 1)
+    };
+    let mut a = Alps::new(cfg).unwrap();
+    let mut cpu = vec![0u64; n];
+    let mut running = vec![true; n];
+    let mut time;
+    // The one CPU, split among the running entities up to `until`, unevenly (weights 1 to 3,
+    // as time slices fall), so that some run out before others.
+    // Split at every tick, so that both drivers' worlds round alike.
+    let run = |cpu: &mut Vec<u64>, running: &[bool], time: &mut u64, until: u64| {
+        let weight = |i: usize| 1 + i as u64 % 3;
+        let total: u64 = (0..n).filter(|&i| running[i]).map(weight).sum();
+        while *time < until {
+            let next = until.min((*time / Q + 1) * Q);
+            for (i, c) in cpu.iter_mut().enumerate() {
+                if running[i] {
+                    *c += (next - *time) * weight(i) / total;
+                }
+            }
+            *time = next;
+        }
+    };
+    let reading = |cpu: &[u64], id: u64| Reading {
+        cpu_ns: vec![(id, cpu[id as usize])],
+        blocked: false,
+        threads: 1,
+        cpus: 0,
+    };
+    let apply = |running: &mut Vec<bool>, actions: &[Action]| {
+        for x in actions {
+            match *x {
+                Action::Stop(id) => running[id as usize] = false,
+                Action::Continue(id) => running[id as usize] = true,
+                _ => panic!("{x:?} in strict mode"),
+            }
+        }
+    };
+    let arrivals = (0..n)
+        .map(|i| Event::Arrive {
+            id: i as u64,
+            share: shares[i],
+            baseline: reading(&cpu, i as u64),
+        })
+        .collect();
+    let mut out = a.step(1, &[], arrivals).unwrap();
+    time = a.count() * Q;
+    let mut decisions = Vec::new();
+    let mut wakeups = 0;
+    while a.count() < 4000 {
+        if let Some(at) = out.wake_at {
+            run(&mut cpu, &running, &mut time, at);
+            let due = a.due_checks(at);
+            let readings: Vec<_> = due.iter().map(|&id| (id, reading(&cpu, id))).collect();
+            out = a.check(at, &readings);
+            wakeups += 1;
+        } else {
+            let idle = if skip {
+                a.idle_quanta().min(3999 - a.count())
+            } else {
+                0
+            };
+            run(&mut cpu, &running, &mut time, (a.count() + idle) * Q);
+            a.skip(idle).unwrap();
+            run(&mut cpu, &running, &mut time, (a.count() + 1) * Q);
+            let due = a.due(1);
+            let readings: Vec<_> = due.iter().map(|&id| (id, reading(&cpu, id))).collect();
+            out = a.step(1, &readings, vec![]).unwrap();
+            wakeups += 1;
+        }
+        apply(&mut running, &out.actions);
+        if !out.actions.is_empty() || out.cycle.is_some() {
+            let at = if out.wake_at.is_some() || time % Q != 0 {
+                time
+            } else {
+                0
+            };
+            let cycle = out.cycle.as_ref().map(|c| format!("{c:?}"));
+            decisions.push((a.count(), at, out.actions.clone(), cycle));
+        }
+    }
+    let checks = a.counters().checks;
+    let c = a.counters();
+    let state = format!("{a:?}").replace(&format!("{c:?}"), "");
+    Driven {
+        decisions,
+        state,
+        wakeups,
+        checks,
+    }
 }

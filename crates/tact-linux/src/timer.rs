@@ -11,15 +11,24 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use nix::time::clock_gettime;
 
 use crate::error::{Error, Result};
 
 /// A periodic timer. The fd is non-blocking and close-on-exec; it can be polled together with a
-/// signalfd (it is readable when at least one period has passed).
+/// signalfd (it is readable when at least one period has passed). Ticks are at fixed times,
+/// `k·period` after the start, so that [`Ticker::skip`] can let some pass without a wake-up and
+/// still count them.
 #[derive(Debug)]
 pub struct Ticker {
     fd: TimerFd,
     period: Duration,
+    /// `CLOCK_MONOTONIC` at the start: tick k is due at `start + k·period`.
+    start: TimeSpec,
+    /// Ticks counted by `take` so far.
+    taken: u64,
+    /// The tick the fd's next expiration stands for: the fd counts expirations from there.
+    next: u64,
     /// Periods that passed beyond the first between two reads, summed.
     overruns: u64,
 }
@@ -38,16 +47,42 @@ impl Ticker {
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
         )
         .map_err(|e| timer_error("timerfd_create", e.into()))?;
-        fd.set(
-            Expiration::Interval(TimeSpec::from_duration(period)),
-            TimerSetTimeFlags::empty(),
-        )
-        .map_err(|e| timer_error("timerfd_settime", e.into()))?;
-        Ok(Ticker {
+        let start = clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map_err(|e| timer_error("clock_gettime", e.into()))?;
+        let mut ticker = Ticker {
             fd,
             period,
+            start,
+            taken: 0,
+            next: 1,
             overruns: 0,
-        })
+        };
+        ticker.arm(1)?;
+        Ok(ticker)
+    }
+
+    /// Expire at tick `first`, then every period.
+    fn arm(&mut self, first: u64) -> Result<()> {
+        let ns = self.period.as_nanos().saturating_mul(u128::from(first));
+        let at = self.start + TimeSpec::from_duration(Duration::from_nanos(ns as u64));
+        self.fd
+            .set(
+                Expiration::IntervalDelayed(at, TimeSpec::from_duration(self.period)),
+                TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+            )
+            .map_err(|e| timer_error("timerfd_settime", e.into()))?;
+        self.next = first;
+        Ok(())
+    }
+
+    /// Lets the next `n` ticks pass without the fd becoming readable: it is readable again at
+    /// the tick after them (at once if that is past), and [`Ticker::take`] then counts the
+    /// skipped ticks too. Neither they nor a tick already due but not taken count as overruns.
+    pub fn skip(&mut self, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.arm(self.taken + n + 1)
     }
 
     /// The period.
@@ -71,14 +106,23 @@ impl Ticker {
         }
     }
 
-    /// The periods passed since the last read, without blocking: 0 if none has.
+    /// The periods passed since the last read (skipped ones included), without blocking: 0 if
+    /// none has.
     pub fn take(&mut self) -> Result<u64> {
         let mut buf = [0u8; 8];
         loop {
             match nix::unistd::read(self.fd.as_fd().as_raw_fd(), &mut buf) {
                 Ok(8) => {
-                    let ticks = u64::from_ne_bytes(buf);
-                    self.overruns += ticks.saturating_sub(1);
+                    // Expirations since the fd was armed or last read, from tick `next` on.
+                    let expirations = u64::from_ne_bytes(buf);
+                    if expirations == 0 {
+                        return Ok(0);
+                    }
+                    let last = self.next + expirations - 1;
+                    let ticks = last - self.taken;
+                    self.overruns += expirations - 1;
+                    self.taken = last;
+                    self.next = last + 1;
                     return Ok(ticks);
                 }
                 Ok(n) => {
@@ -97,7 +141,7 @@ impl Ticker {
         }
     }
 
-    /// Periods missed so far: the sum over reads of (count − 1).
+    /// Periods missed so far: the sum over reads of (count − 1), skipped periods left out.
     pub fn overruns(&self) -> u64 {
         self.overruns
     }
@@ -191,6 +235,19 @@ mod tests {
     }
 
     #[test]
+    fn a_skipped_tick_does_not_wake() {
+        let mut t = Ticker::new(Duration::from_millis(10)).unwrap();
+        t.wait().unwrap();
+        let before = t.overruns();
+        // A second of ticks to skip: the fd stays unreadable meanwhile, however late this runs.
+        t.skip(100).unwrap();
+        assert_eq!(t.take().unwrap(), 0);
+        let ticks = t.wait().unwrap();
+        assert!(ticks >= 101, "{ticks}");
+        assert_eq!(t.overruns() - before, ticks - 101);
+    }
+
+    #[test]
     fn counts_periods_and_overruns() {
         let mut t = Ticker::new(Duration::from_millis(5)).unwrap();
         assert_eq!(t.period(), Duration::from_millis(5));
@@ -202,6 +259,12 @@ mod tests {
         let ticks = t.wait().unwrap();
         assert!(ticks >= 5, "{ticks}");
         assert!(t.overruns() >= 4);
+        // Skipped periods count, as ticks but not as overruns.
+        let before = t.overruns();
+        t.skip(3).unwrap();
+        let ticks = t.wait().unwrap();
+        assert!(ticks >= 4, "{ticks}");
+        assert_eq!(t.overruns() - before, ticks - 4);
         assert!(Ticker::new(Duration::ZERO)
             .unwrap_err()
             .to_string()

@@ -100,6 +100,9 @@ pub struct Alps {
     cycle_lost: u64,
     /// Time of the latest step or check, ns since the timer started (tick k at k·Q).
     now: f64,
+    /// A check ran since the latest step: its readings (parallelism, blocked) may change what
+    /// the next step decides even without new readings, so that step is not idle.
+    checked: bool,
 }
 
 impl Alps {
@@ -116,6 +119,7 @@ impl Alps {
             cycle_surplus: 0,
             cycle_lost: 0,
             now: 0.0,
+            checked: false,
         })
     }
 
@@ -190,11 +194,8 @@ impl Alps {
         self.counters.steps += 1;
         self.counters.quanta += ticks;
         self.counters.overruns += ticks - 1;
-        for e in self.entities.values_mut() {
-            e.read_now = false;
-            e.stopped_now = false;
-            e.check_at = None;
-        }
+        self.checked = false;
+        self.clear_step_flags();
 
         let mut out = StepOut::default();
         for ev in events {
@@ -235,6 +236,72 @@ impl Alps {
         Ok(out)
     }
 
+    /// How many quanta can pass with nothing to do: the steps of the next `idle_quanta()`
+    /// ticks, without readings or events, would read nobody, end no cycle, send nothing and ask
+    /// for no check. A driver may let them pass without waking (see [`Alps::skip`]). 0 when the
+    /// next step may act: someone is due at it, a check is armed or ran since the last step, an
+    /// entity is filling, or the cycle would end (also in basic ALPS, which reads every
+    /// eligible entity every quantum).
+    pub fn idle_quanta(&self) -> u64 {
+        if !self.cfg.lazy || self.checked || self.entities.is_empty() || self.t_c <= 0.0 {
+            return 0;
+        }
+        let mut may_run = false;
+        let mut held = false;
+        let mut busy = false;
+        let mut next_read = u64::MAX;
+        for e in self.entities.values() {
+            if e.filled || e.check_at.is_some() {
+                return 0;
+            }
+            may_run |= e.allowance > 0.0 && !e.held;
+            held |= e.held;
+            busy |= e.allowance > 0.0 && !e.held && !e.blocked;
+            if e.eligible {
+                next_read = next_read.min(e.update);
+            }
+        }
+        // What `decide` would do without readings: end the cycle when nobody may run, and
+        // (`keep_busy`) release or end on holds when everyone left with allowance is blocked.
+        if !may_run || (self.cfg.checks && held && !busy) {
+            return 0;
+        }
+        // The first step with someone due is the one at quantum `next_read`.
+        next_read.saturating_sub(self.count).saturating_sub(1)
+    }
+
+    /// Lets `quanta` idle quanta pass without a step: the same, decisions and state, as that
+    /// many steps of one tick with no readings and no events (property-tested), without their
+    /// wake-ups. Counted in `quanta` and `skipped`. Refused, with the engine unchanged, beyond
+    /// [`Alps::idle_quanta`].
+    pub fn skip(&mut self, quanta: u64) -> Result<(), StepError> {
+        if quanta == 0 {
+            return Ok(());
+        }
+        let idle = self.idle_quanta();
+        if quanta > idle {
+            return Err(StepError::NotIdle {
+                asked: quanta,
+                idle,
+            });
+        }
+        self.count += quanta;
+        self.now = self.now.max(self.count as f64 * self.q);
+        self.counters.quanta += quanta;
+        self.counters.skipped += quanta;
+        self.clear_step_flags();
+        Ok(())
+    }
+
+    /// What a step starts from: nobody read or stopped at it yet, no check armed.
+    fn clear_step_flags(&mut self) {
+        for e in self.entities.values_mut() {
+            e.read_now = false;
+            e.stopped_now = false;
+            e.check_at = None;
+        }
+    }
+
     /// The entities whose sub-quantum check is due at `now_ns` (ns since the timer started, tick
     /// `k` at `k·Q`): the driver reads them and calls [`Alps::check`]. Checks that fall within
     /// half the least gap between checks are taken together. Sorted by id.
@@ -257,6 +324,7 @@ impl Alps {
         self.now = (now_ns as f64).clamp(self.now, next_tick);
         let due = self.due_checks(now_ns);
         self.counters.checks += 1;
+        self.checked = true;
         for e in self.entities.values_mut() {
             e.read_now = false;
             e.stopped_now = false;

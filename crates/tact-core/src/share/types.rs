@@ -207,6 +207,9 @@ pub struct Counters {
     pub cycles: u64,
     /// Missed quanta: Σ (ticks − 1), the overruns of spec section 4.
     pub overruns: u64,
+    /// Quanta let pass with [`Alps::skip`](super::Alps::skip): nothing to do, so no wake-up.
+    /// Counted in `quanta`, not in `steps` or `overruns`.
+    pub skipped: u64,
     /// Idle-fill CPU booked as surplus.
     pub surplus_ns: u64,
     /// Bound of CPU lost at departures.
@@ -237,6 +240,9 @@ pub enum EventError {
 pub enum StepError {
     #[error("ticks: must be at least 1")]
     ZeroTicks,
+    /// [`Alps::skip`](super::Alps::skip) was asked to let pass more quanta than are idle.
+    #[error("ticks: only {idle} quanta are idle, cannot skip {asked}")]
+    NotIdle { asked: u64, idle: u64 },
 }
 
 /// A read-only view of one entity's state.

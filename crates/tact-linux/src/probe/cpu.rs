@@ -456,7 +456,7 @@ impl ProcWatch {
 mod tests {
     use super::*;
     use std::fs;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     fn stat_line(pid: i32, comm: &str, state: char, threads: u32, start: u64) -> String {
         // Fields 4..: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
@@ -563,19 +563,74 @@ mod tests {
         let me = std::process::id() as i32;
         let clock = CpuClock::open(me).unwrap();
         let before = clock.read_ns().unwrap();
+        // The thread spins until its own CPU clock says 50 ms (not wall time: on a loaded
+        // machine 50 ms of wall time can hold much less CPU).
         std::thread::spawn(|| {
-            let t = Instant::now();
+            let thread_ns = || {
+                let mut ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: writes one timespec through a valid pointer.
+                assert_eq!(
+                    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
+                    0
+                );
+                ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+            };
             let mut x = 0u64;
-            while t.elapsed().as_millis() < 50 {
+            while thread_ns() < 50_000_000 {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
             }
         })
         .join()
         .unwrap();
-        // The thread has exited; its ~50 ms stay in the process clock.
-        assert!(clock.read_ns().unwrap() >= before + 30_000_000);
+        // The thread has exited; its 50 ms stay in the process clock.
+        assert!(clock.read_ns().unwrap() >= before + 50_000_000);
         let own = CpuClock::this_process().read_ns().unwrap();
-        assert!(own >= before + 30_000_000);
+        assert!(own >= before + 50_000_000);
+    }
+
+    /// What `tact share` relies on to skip stat reads: a process a stat read found runnable stays
+    /// runnable until its CPU clock moves (only the process itself leaves `R`: blocking,
+    /// stopping and exiting all run its code). A shell that computes and sleeps by turns shares
+    /// one CPU with a spinner, so it often waits in `R`; whenever its clock has not moved since
+    /// a stat read said `R`, nor during the next one, that one says `R` too.
+    #[test]
+    fn runnable_stays_runnable_until_its_clock_moves() {
+        let cpu = crate::actuate::affinity::thread_cpus(std::process::id() as i32).unwrap()[0];
+        let on_cpu = |script: &str| {
+            std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "sh", "-c", script])
+                .spawn()
+                .unwrap()
+        };
+        let mut spinner = on_cpu("while :; do :; done");
+        let mut shell = on_cpu(
+            "while :; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.001; done",
+        );
+        let mut w = ProcWatch::open(shell.id() as i32).unwrap();
+        let (mut runnable_at, mut confirmed, mut states) = (None, 0, Vec::new());
+        let start = Instant::now();
+        let slept = |states: &[Activity]| states.contains(&Activity::Blocked);
+        while (confirmed < 20 || !slept(&states)) && start.elapsed() < Duration::from_secs(20) {
+            let before = w.clock_ns().unwrap();
+            let r = w.read().unwrap();
+            let after = w.clock_ns().unwrap();
+            states.push(r.activity);
+            if runnable_at == Some(before) && after == before {
+                assert_eq!(r.activity, Activity::Runnable, "left R without running");
+                confirmed += 1;
+            }
+            runnable_at = (r.activity == Activity::Runnable).then_some(r.cpu_ns);
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for c in [&mut spinner, &mut shell] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        assert!(confirmed > 0, "never saw it wait in R: {states:?}");
+        assert!(slept(&states), "never saw it sleep");
     }
 
     /// Prints the cost of the reads done per member per quantum (run with `--nocapture`):

@@ -1,8 +1,10 @@
 //! The `signals` backend: ALPS at user level. Every quantum a timerfd wakes tact, which reads the
 //! CPU clocks of the jobs the engine names, steps the engine, and sends the SIGSTOPs and SIGCONTs
 //! (and, in conserving mode, the affinity changes) it decides. Between ticks a one-shot timerfd
-//! wakes it for the checks the engine asks for (quantization-aware accounting). Membership is
-//! rescanned every second; newcomers are handed to [`Safety`] before they can be stopped.
+//! wakes it for the checks the engine asks for (quantization-aware accounting). Ticks at which
+//! the engine has nothing to do are slept through (`Alps::idle_quanta`, `Ticker::skip`): with lazy
+//! reads, often most of them. Membership is rescanned every second; newcomers are handed to
+//! [`Safety`] before they can be stopped.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -92,6 +94,8 @@ impl Edge<'_> {
         let mut alarm = Alarm::new()?;
         // The engine asked for a check before the next tick (setting the alarm again resets it).
         let mut armed = false;
+        // Ticks the ticker lets pass without a wake-up: quanta the engine said are idle.
+        let mut skipping = 0;
         let (mut last_scan, mut last_renew) = (Instant::now(), Instant::now());
         loop {
             if jobs.iter().all(|j| j.gone) {
@@ -119,6 +123,12 @@ impl Edge<'_> {
                 }
                 continue;
             }
+            // The idle quanta slept through pass as the steps they saved would have: without
+            // a decision (a late wake-up past them still counts as an overrun).
+            let idle = std::mem::take(&mut skipping).min(ticks - 1);
+            alps.skip(idle)
+                .map_err(|e| anyhow::anyhow!("share engine: {e}"))?;
+            let ticks = ticks - idle;
             let mut readings = Vec::new();
             for id in alps.due(ticks) {
                 let job = &mut jobs[id as usize];
@@ -148,6 +158,21 @@ impl Edge<'_> {
             if last_renew.elapsed() >= RENEW_EVERY {
                 last_renew = Instant::now();
                 self.safety.renew()?;
+            }
+            if !armed {
+                // Sleep through the quanta in which the engine has nothing to do (most of them
+                // when every job has a few quanta of allowance left), but wake for the next
+                // rescan and renewal.
+                let next_chore = (last_scan + RESCAN).min(last_renew + RENEW_EVERY);
+                let chore_tick = next_chore
+                    .saturating_duration_since(start)
+                    .as_nanos()
+                    .div_ceil(quantum.as_nanos());
+                let before_chore = u64::try_from(chore_tick)
+                    .unwrap_or(u64::MAX)
+                    .saturating_sub(alps.count() + 1);
+                skipping = alps.idle_quanta().min(before_chore);
+                ticker.skip(skipping)?;
             }
         }
     }

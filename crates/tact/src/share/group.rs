@@ -24,6 +24,12 @@ struct Member {
     last: u64,
     activity: Activity,
     threads: u32,
+    /// The CPU time read just before a stat read that found the member runnable (`R`). Only the
+    /// process itself can take it out of `R` (blocking, stopping on a signal, exiting), which
+    /// moves its CPU clock: while the clock still reads this much, it is still runnable, and
+    /// the stat read (the costly part of a read) is saved. Spinners sharing a CPU wait in `R`
+    /// for several quanta at a time.
+    runnable_at: Option<u64>,
 }
 
 /// One job: an entity of the engine.
@@ -159,6 +165,11 @@ impl Job {
                 if ns > m.last {
                     m.last = ns;
                     m.activity = Activity::Runnable;
+                    m.runnable_at = None;
+                    continue;
+                }
+                if ns == m.last && m.runnable_at == Some(ns) {
+                    m.activity = Activity::Runnable;
                     continue;
                 }
             }
@@ -167,6 +178,7 @@ impl Job {
                     m.last = m.last.max(r.cpu_ns);
                     m.activity = r.activity;
                     m.threads = r.threads;
+                    m.runnable_at = (r.activity == Activity::Runnable).then_some(r.cpu_ns);
                     if r.activity == Activity::Dead {
                         dead.push(*id);
                     }
@@ -174,10 +186,13 @@ impl Job {
                 Err(_) => dead.push(*id),
             }
         }
-        for id in dead {
-            self.leave(id, events);
+        // Only a member's death can mean the `sh -c` process exited: no wait4 per read.
+        if !dead.is_empty() {
+            for id in dead {
+                self.leave(id, events);
+            }
+            self.reap();
         }
-        self.reap();
         if self.members.is_empty() {
             return self.depart();
         }
@@ -255,6 +270,7 @@ impl Job {
                     last: r.cpu_ns,
                     activity: r.activity,
                     threads: r.threads,
+                    runnable_at: (r.activity == Activity::Runnable).then_some(r.cpu_ns),
                 },
             );
             joined.push((mid, baseline));

@@ -102,12 +102,13 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
             let out = out?;
             let c = out.counters;
             let footer = format!(
-                "{} cycles, {} quanta ({} missed), {} checks between ticks, {:.2} reads and {:.3} \
-                 signals per quantum",
+                "{} cycles, {} quanta ({} missed), {} checks between ticks, {} idle quanta slept \
+                 through, {:.2} reads and {:.3} signals per quantum",
                 c.cycles,
                 c.quanta,
                 c.overruns,
                 c.checks,
+                c.skipped,
                 c.reads as f64 / c.quanta.max(1) as f64,
                 c.signals as f64 / c.quanta.max(1) as f64,
             );
