@@ -8,6 +8,8 @@
 //!   through pidfds, so a recycled pid is never signalled.
 //! * [`guard`] is the watchdog that resumes the tree if the regulator dies or hangs
 //!   ([`Guard`] on the regulator's side, [`guard::serve`] in the watchdog process).
+//! * [`gate`] holds a command tact starts until tact has taken charge of it, and ends it
+//!   unstarted if tact dies first ([`gate::held_shell`]).
 //! * [`state`] writes state files so that a later `tact recover` resumes what a dead regulator and
 //!   a dead guard both left stopped ([`state::StateDir`], [`state::recover`]).
 //!
@@ -33,6 +35,7 @@
 
 pub mod actuate;
 mod error;
+pub mod gate;
 pub mod guard;
 pub mod probe;
 pub mod state;

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use nix::sys::signal::Signal;
+use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::ProcId;
 
 /// A CPU-bound job that ends on its own after `secs` seconds of wall time.
 fn spinner(secs: u32) -> String {
@@ -200,6 +202,9 @@ fn checks_between_ticks_unless_quantized() {
 /// A `tact share` of two endless spinners on one CPU, running until the test ends it.
 struct Endless {
     tact: Child,
+    /// Every process of the jobs the test has seen, so that the jobs are killed at the end even
+    /// if tact died first (then they are no longer in its tree) or the test failed.
+    seen: std::cell::RefCell<Vec<ProcId>>,
     _runtime: tempfile::TempDir,
 }
 
@@ -225,14 +230,33 @@ impl Endless {
         .unwrap();
         Endless {
             tact,
+            seen: Default::default(),
             _runtime: runtime,
         }
     }
 
-    /// The jobs' processes (tact's children but the watchdog and taskset's own).
+    /// Processes of tact's tree but tact and its watchdog: the jobs, and a job's process between
+    /// tact's fork and its exec of `sh`.
+    fn members(&self) -> Vec<i32> {
+        let r = tact_linux::ProcReader::new();
+        let tact = self.tact.id() as i32;
+        let found: Vec<i32> = tree(tact)
+            .into_iter()
+            .filter(|&p| p != tact)
+            .filter(|&p| {
+                r.cmdline(p)
+                    .map(|a| !a.iter().any(|a| a == "__guard"))
+                    .unwrap_or(false)
+            })
+            .collect();
+        self.remember(&found);
+        found
+    }
+
+    /// The jobs' processes (those that run `sh`).
     fn jobs(&self) -> Vec<i32> {
         let r = tact_linux::ProcReader::new();
-        tree(self.tact.id() as i32)
+        self.members()
             .into_iter()
             .filter(|&p| {
                 r.cmdline(p)
@@ -242,15 +266,30 @@ impl Endless {
             .collect()
     }
 
-    /// Waits until the jobs run and tact has stopped one of them at least once.
+    fn remember(&self, pids: &[i32]) {
+        let r = tact_linux::ProcReader::new();
+        let mut seen = self.seen.borrow_mut();
+        for s in pids.iter().filter_map(|&p| r.stat(p).ok()) {
+            if !seen.contains(&s.id()) {
+                seen.push(s.id());
+            }
+        }
+    }
+
+    /// Waits until the jobs run and tact has stopped one of them at least once: a job that
+    /// has used CPU time (so tact let it go) and is stopped.
     fn wait_for_a_stop(&self) -> Vec<i32> {
+        let r = tact_linux::ProcReader::new();
         let mut jobs = Vec::new();
         wait_for(
             Duration::from_secs(20),
             "both jobs, one of them stopped",
             || {
                 jobs = self.jobs();
-                jobs.len() == 2 && any_stopped(&jobs)
+                jobs.len() == 2
+                    && jobs
+                        .iter()
+                        .any(|&p| r.stat(p).is_ok_and(|s| s.is_stopped() && s.cpu_ticks > 0))
             },
         );
         jobs
@@ -259,12 +298,30 @@ impl Endless {
 
 impl Drop for Endless {
     fn drop(&mut self) {
-        for p in self.jobs() {
-            kill(p, Signal::SIGKILL);
-        }
+        self.members();
         let _ = self.tact.kill();
         let _ = self.tact.wait();
+        // Through a pidfd, checked to name the process seen: never a recycled pid.
+        let r = tact_linux::ProcReader::new();
+        for id in self.seen.borrow().iter() {
+            let Ok(fd) = PidFd::open(id.pid) else {
+                continue;
+            };
+            if r.stat(id.pid).is_ok_and(|s| s.id() == *id) {
+                let _ = fd.send_signal(libc::SIGKILL);
+            }
+        }
     }
+}
+
+/// Whether none of `ids` is stopped, and each has exited or has run for a while since tact's
+/// death (its CPU time reached `ticks`): a job left stopped never gets there.
+fn all_gone_or_running(ids: &[ProcId], ticks: u64) -> bool {
+    let r = tact_linux::ProcReader::new();
+    ids.iter().all(|id| match r.stat(id.pid) {
+        Ok(s) if s.id() == *id && !s.is_dead() => !s.is_stopped() && s.cpu_ticks >= ticks,
+        _ => true,
+    })
 }
 
 #[test]
@@ -274,9 +331,8 @@ fn sigkill_of_tact_leaves_no_job_stopped() {
     // The 1-share job spends most of each cycle stopped: kill tact while it is.
     kill(e.tact.id() as i32, Signal::SIGKILL);
     e.tact.wait().unwrap();
-    // The watchdog resumes them within a second of noticing; the margin is for the first run
-    // after a build, when starting the watchdog's (debug) binary from a cold page cache on a
-    // busy machine took longer than 5 s (1 failure in 8 runs, always the first).
+    // The watchdog resumes them within a second of noticing; the margin is for a heavily
+    // loaded machine.
     wait_for(
         Duration::from_secs(30),
         "the watchdog to resume the jobs",
@@ -285,9 +341,32 @@ fn sigkill_of_tact_leaves_no_job_stopped() {
     // And they stay running: nobody stops them again.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!any_stopped(&jobs));
-    for p in jobs {
-        kill(p, Signal::SIGKILL);
+}
+
+/// While tact starts its jobs, before the watchdog holds them, nothing may be stopped: a command
+/// tact starts waits at a gate that tact's death closes. (Born stopped instead, a job seen here
+/// was left stopped for good.)
+#[test]
+fn sigkill_of_tact_while_it_starts_the_jobs_leaves_no_job_stopped() {
+    let mut e = Endless::start();
+    // Kill tact the moment its first job's shell exists, in the middle of starting the jobs.
+    let poll = Duration::from_millis(1);
+    let start = std::time::Instant::now();
+    while e.jobs().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no job started");
+        std::thread::sleep(poll);
     }
+    kill(e.tact.id() as i32, Signal::SIGKILL);
+    e.members();
+    e.tact.wait().unwrap();
+    let members = e.seen.borrow().clone();
+    // Each either never ran and exited, or runs its endless command (the watchdog resumed it):
+    // 20 ticks of CPU (0.2 s) to tell it from one that has not stopped yet but will.
+    wait_for(Duration::from_secs(30), "the jobs to exit or run", || {
+        all_gone_or_running(&members, 20)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(all_gone_or_running(&members, 0));
 }
 
 #[test]

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, ExitStatus};
 
 use anyhow::{Context, Result};
-use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use tact_core::share::{EntityId, Event, MemberId, Reading};
+use tact_linux::gate::{held_shell, Gate};
 use tact_linux::probe::cpu::{Activity, ProcWatch};
 use tact_linux::{Error as LinuxError, JobTree, ProcId};
 
@@ -39,6 +39,8 @@ pub struct Job {
     tree: JobTree,
     /// The `sh -c` process tact started, until it is reaped.
     child: Option<Child>,
+    /// What holds that process back until `let_go`.
+    gate: Option<Gate>,
     pub exit: Option<ExitStatus>,
     members: BTreeMap<ProcId, Member>,
     /// CPU time of members that have left.
@@ -69,15 +71,15 @@ impl MemberIds {
 impl Job {
     /// Starts or adopts the job. A command that cannot start is an error naming it.
     pub fn start(id: EntityId, spec: JobSpec) -> Result<Job> {
-        let (tree, child) = match &spec.what {
+        let (tree, child, gate) = match &spec.what {
             What::Command(cmd) => {
-                // Born stopped: the shell stops itself, and execs the command once tact has
-                // taken charge of it (`let_go`), so no CPU escapes the accounting and a crash
-                // before then is covered by the watchdog.
-                let mut command = Command::new("sh");
-                command
-                    .args(["-c", r#"kill -STOP $$; exec sh -c "$0""#])
-                    .arg(cmd);
+                // Held at a gate: the shell waits, blocked, and execs the command once tact has
+                // taken charge of it (`let_go`), so no CPU escapes the accounting. If tact dies
+                // first, the gate closes and the shell exits: nothing is ever stopped before the
+                // watchdog holds it (a shell born stopped, `kill -STOP $$`, was left stopped by
+                // a tact SIGKILLed before handing it over).
+                let (mut command, gate) = held_shell(cmd)
+                    .with_context(|| format!("--job {}={cmd}: cannot start", spec.shares))?;
                 unblock_signals_in_child(&mut command);
                 let mut child = command
                     .spawn()
@@ -86,17 +88,8 @@ impl Job {
                         _ => e.into(),
                     })
                     .with_context(|| format!("--job {}={cmd}: cannot start", spec.shares))?;
-                // Let go only once it has stopped itself: a SIGCONT sent before its shell
-                // reaches `kill -STOP` would be lost, and the job would stay stopped for good.
-                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-                let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-                if let Err(e) = waitid(Id::Pid(pid), flags) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(e).context(format!("--job {}={cmd}: waiting for it", spec.shares));
-                }
                 match JobTree::attach(child.id() as i32) {
-                    Ok(tree) => (tree, Some(child)),
+                    Ok(tree) => (tree, Some(child), Some(gate)),
                     Err(e) => {
                         let _ = child.kill();
                         let _ = child.wait();
@@ -107,7 +100,7 @@ impl Job {
             What::Pid(pid) => {
                 let tree = JobTree::attach(*pid)
                     .with_context(|| format!("--pid {}={pid}", spec.shares))?;
-                (tree, None)
+                (tree, None, None)
             }
         };
         let spawned = child.is_some();
@@ -116,6 +109,7 @@ impl Job {
             spec,
             tree,
             child,
+            gate,
             exit: None,
             members: BTreeMap::new(),
             left_ns: 0,
@@ -358,9 +352,12 @@ impl Job {
         self.tree.resume().context("cannot resume a job")
     }
 
-    /// Starts a command tact started (born stopped); nothing for an adopted process.
+    /// Starts a command tact started (held at its gate); nothing for an adopted process or a
+    /// command already let go.
     pub fn let_go(&mut self) {
-        self.signal_child(nix::sys::signal::Signal::SIGCONT);
+        if let Some(gate) = self.gate.take() {
+            gate.open();
+        }
     }
 
     /// Sends `sig` to the `sh -c` process tact started (to pass an interrupt on).

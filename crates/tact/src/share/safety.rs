@@ -1,7 +1,9 @@
 //! Crash safety of `tact share` (DESIGN.md invariant 1): every member of every job is recorded
 //! in a state file and handed to the watchdog as soon as tact knows it, before tact may stop it,
-//! so that no exit path, SIGKILL included, leaves a job stopped. Jobs tact starts are born
-//! stopped (see `group`), so this is in place before the first of them runs.
+//! so that no exit path, SIGKILL included, leaves a job stopped. Jobs tact starts wait at a
+//! start gate until then (`tact_linux::gate`, see `group`): blocked, never stopped, and ended
+//! unstarted if tact dies first, since nothing can hold a process that stops itself before the
+//! watchdog holds its pidfd.
 
 use std::time::Duration;
 
@@ -54,12 +56,12 @@ impl Safety {
         Ok(())
     }
 
-    /// Resumes every job (also one still born-stopped), then dismisses the watchdog and removes
-    /// the state files.
+    /// Resumes every job (and lets go one still at its gate), then dismisses the watchdog and
+    /// removes the state files.
     pub fn release(&mut self, jobs: &mut [Job]) -> Result<()> {
         let mut first_error = None;
         for job in jobs.iter_mut() {
-            // A command that never got going is still stopped by its own shell.
+            // A command that never got going still waits at its gate.
             job.let_go();
             if let Err(e) = job.resume() {
                 first_error.get_or_insert(e);
