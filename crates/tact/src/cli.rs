@@ -17,8 +17,9 @@ automatically; nothing needs tuning. This is MS Manners / BeNice (Douceur & Bolo
 
 The other commands: `tact run --idle` lets a job use a CPU, disk or link only after the foreground
 has left it idle for a preemption interval (idletime scheduling); `tact share` divides the CPU
-among jobs in given proportions (ALPS); `tact tune` runs as many of a program's jobs at once as
-give the best throughput (TCC).";
+among jobs in given proportions (ALPS); `tact tickets` gives jobs CPU rights through currencies
+and tickets; `tact tune` runs as many of a program's jobs at once as give the best throughput
+(TCC).";
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -94,6 +95,9 @@ pub enum Command {
     /// Tune how many jobs a program runs at once (make, GNU parallel) to its best throughput (TCC).
     #[command(after_help = TUNE_EXAMPLES)]
     Tune(TuneArgs),
+    /// Give jobs CPU rights through currencies and tickets (a setup file), and enforce them.
+    #[command(long_about = TICKETS_ABOUT)]
+    Tickets(TicketsArgs),
     /// Internal: the watchdog that resumes a job if its regulator dies.
     #[command(name = "__guard", hide = true)]
     Guard,
@@ -285,6 +289,73 @@ pub enum ShareMode {
     Conserving,
 }
 
+const TICKETS_ABOUT: &str = "\
+Give jobs rights to the CPU through currencies and tickets (Sullivan & Seltzer's resource
+management framework, on lottery scheduling's tickets), and enforce them.
+
+The base currency issues tickets to currencies and jobs; a currency issues its own tickets to the
+jobs (or currencies) below it. A ticket is worth its issuer's value times its part of the tickets
+the issuer has out among the jobs that compete now. So a currency isolates its jobs: whatever
+happens inside B (a job sleeping, B issuing more) changes nothing for A's jobs, and a job that
+sleeps leaves its part of its currency to its siblings.
+
+An example setup (E1 of the report): A and B each get half of the CPU; A1 gets 1/6, A2 1/3, and
+B's jobs split B's half 1:2:3, or 1:2 while B3 sleeps.
+
+  [[currency]]
+  name = \"A\"
+  funding = [{ from = \"base\", cpu = 1000 }]
+
+  [[currency]]
+  name = \"B\"
+  funding = [{ from = \"base\", cpu = 1000 }]
+
+  [[job]]
+  name = \"A1\"
+  command = \"exec ./spin\"               # run through sh -c; covers the whole process tree
+  funding = [{ from = \"A\", cpu = 100 }]
+
+  [[job]]
+  name = \"A2\"
+  command = \"exec ./spin\"
+  funding = [{ from = \"A\", cpu = 200 }]
+
+  [[job]]
+  name = \"B1\"
+  command = \"exec ./spin\"
+  funding = [{ from = \"B\", cpu = 100 }]
+
+  [[job]]
+  name = \"B2\"
+  command = \"exec ./spin\"
+  funding = [{ from = \"B\", cpu = 200 }]
+
+  [[job]]
+  name = \"B3\"
+  command = \"sleep 30; exec ./spin\"
+  funding = [{ from = \"B\", cpu = 300 }]
+
+A funding entry has `from` (a currency or \"base\"), one or more of `cpu`, `disk` and `mem` (bytes
+or \"512MiB\", \"1375pages\"), and `hard = true` for a hard ticket: a fixed fraction of its issuer
+(a floor) instead of a relative share. Several entries pool funding. An optional [base] table
+sets the base's hard totals (cpu = 1000, disk = 1000, mem = the reservable memory by default).
+
+Examples:
+  tact tickets check setup.toml                  every job's guaranteed rights R* and its share
+  tact tickets explain setup.toml A1 --json      A1's funding paths, factor by factor
+  sudo tact tickets run setup.toml --duration 60s --json-log run.jsonl
+
+`run` starts every job, then every --interval reads which jobs are runnable, recomputes the rights
+and applies them: as cpu.shares (cgroup v1) or cpu.weight (v2), one cgroup per job (--backend
+cgroup, the default when tact may create cgroups), or as the shares of `tact share`'s ALPS engine,
+which stops and resumes the jobs (--backend signals, unprivileged; its shares are 1 to 20, so
+rights are rounded to 1/20 of the largest). It ends when
+every job has exited, when --duration has passed (the jobs get SIGTERM, then SIGKILL 5 s later),
+or when tact is interrupted; the cgroups are removed and nothing is left stopped. At the end it
+prints per job its tickets, its expected share (time-averaged) and the share it achieved.
+
+Only the CPU is enforced so far: disk and memory tickets are checked and explained, not applied.";
+
 const TUNE_EXAMPLES: &str = "\
 Examples:
   tact tune -- make                             tact is make's jobserver (do not also pass -j)
@@ -351,6 +422,62 @@ pub struct TuneArgs {
         value_name = "CMD"
     )]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TicketsArgs {
+    #[command(subcommand)]
+    pub command: TicketsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TicketsCommand {
+    /// Check a setup file; print every job's guaranteed rights R*, its share and its tickets.
+    Check {
+        /// The setup file (TOML; see `tact tickets --help`).
+        setup: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a job's funding paths from the base, factor by factor.
+    Explain {
+        /// The setup file.
+        setup: PathBuf,
+        /// The job's name.
+        job: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start the setup's jobs and enforce their CPU rights until they exit.
+    Run(TicketsRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TicketsRunArgs {
+    /// The setup file.
+    pub setup: PathBuf,
+    /// How the rights are enforced: cgroup weights (needs root or a delegated cgroup), signals
+    /// (ALPS duty cycles of SIGSTOP/SIGCONT, unprivileged), or auto (cgroup when tact may create
+    /// cgroups, else signals).
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// How often tact reads which jobs compete and rewrites the weights.
+    #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]
+    pub interval: Duration,
+    /// Stop the jobs after this long (SIGTERM, then SIGKILL 5 s later) [default: run until every
+    /// job has exited].
+    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    pub duration: Option<Duration>,
+    /// Write one JSON object per interval to FILE (each job's activity, rights, expected share,
+    /// weight and CPU time), then a summary object.
+    #[arg(long, value_name = "FILE")]
+    pub json_log: Option<PathBuf>,
+    /// Create the jobs' cgroups under DIR (a directory of the cpu hierarchy) [default: tact's
+    /// own cgroup].
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_parent: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

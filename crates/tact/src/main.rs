@@ -6,6 +6,7 @@ mod demo;
 mod jobs;
 mod paths;
 mod share;
+mod tickets;
 mod trace;
 mod tune;
 
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
                 Command::Status(args) => daemon::status::run(args),
                 Command::Share(args) => share::run(args),
                 Command::Tune(args) => tune::run(args, cli.verbose),
+                Command::Tickets(args) => tickets::run(args),
                 Command::Guard | Command::Work(_) | Command::Recover => {
                     unreachable!("handled above")
                 }

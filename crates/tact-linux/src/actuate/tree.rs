@@ -250,6 +250,22 @@ impl JobTree {
         Ok(())
     }
 
+    /// Sends `sig` to every member found so far (through their pidfds: a recycled pid is never
+    /// signalled), e.g. SIGTERM to end a job. Members that exited are skipped; tries them all,
+    /// then returns the first failure.
+    pub fn signal_all(&self, sig: libc::c_int) -> Result<()> {
+        let mut first_error = None;
+        for m in &self.members {
+            match m.fd.send_signal(sig) {
+                Ok(()) | Err(Error::NoProcess { .. }) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Every member with its pidfd, stopped or not.
     pub(crate) fn all_members(&self) -> impl Iterator<Item = (ProcId, BorrowedFd<'_>)> {
         self.members.iter().map(|m| (m.id, m.fd.as_fd()))

@@ -4,7 +4,8 @@
 //! wakes it for the checks the engine asks for (quantization-aware accounting). Ticks at which
 //! the engine has nothing to do are slept through (`Alps::idle_quanta`, `Ticker::skip`): with lazy
 //! reads, often most of them. Membership is rescanned every second; newcomers are handed to
-//! [`Safety`] before they can be stopped.
+//! [`Safety`] before they can be stopped. A [`Retune`] (`tact tickets`) may change the shares
+//! while it runs.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -25,6 +26,14 @@ use crate::jobs::events::{Event, Events, Received};
 const RESCAN: Duration = Duration::from_secs(1);
 const RENEW_EVERY: Duration = Duration::from_millis(500);
 
+/// Changes the shares while ALPS runs: every `every()`, it sees the engine and the jobs and
+/// answers with new shares, or with the end of the run (the caller then ends the jobs).
+pub trait Retune {
+    fn every(&self) -> Duration;
+    /// New shares of some jobs (by entity id), or `None` to end the run now.
+    fn retune(&mut self, alps: &Alps, jobs: &[Job]) -> Result<Option<Vec<(EntityId, u64)>>>;
+}
+
 /// What the run came to.
 pub struct Outcome {
     pub counters: Counters,
@@ -39,12 +48,14 @@ pub fn run(
     safety: &mut Safety,
     log: Option<&mut CycleLog>,
     events: &mut Events,
+    retune: Option<&mut dyn Retune>,
 ) -> Result<Outcome> {
     let mut alps = Alps::new(cfg.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
     safety.renew()?;
     let mut edge = Edge {
         safety,
         partition: Partition::new(cpus.to_vec()),
+        retune,
     };
     let result = edge.drive(
         jobs,
@@ -62,12 +73,13 @@ pub fn run(
     })
 }
 
-struct Edge<'a> {
+struct Edge<'a, 'r> {
     safety: &'a mut Safety,
     partition: Partition,
+    retune: Option<&'r mut dyn Retune>,
 }
 
-impl Edge<'_> {
+impl Edge<'_, '_> {
     fn drive(
         &mut self,
         jobs: &mut [Job],
@@ -97,6 +109,7 @@ impl Edge<'_> {
         // Ticks the ticker lets pass without a wake-up: quanta the engine said are idle.
         let mut skipping = 0;
         let (mut last_scan, mut last_renew) = (Instant::now(), Instant::now());
+        let mut last_retune = Instant::now();
         loop {
             if jobs.iter().all(|j| j.gone) {
                 return Ok(None);
@@ -155,6 +168,31 @@ impl Edge<'_> {
             tracing::trace!(ticks, reads = readings.len(), actions = ?out.actions, "step");
             armed = self.arm(&mut alarm, &out, start)?;
             self.carry_out(jobs, alps, &out, start, log.as_deref_mut())?;
+            if let Some(retune) = self.retune.as_deref_mut() {
+                if last_retune.elapsed() >= retune.every() {
+                    last_retune = Instant::now();
+                    // The activity a retune sees must not wait for the rescan: a job found
+                    // blocked may have started what runs (a shell's command) since the last.
+                    for job in jobs
+                        .iter_mut()
+                        .filter(|j| !j.gone && alps.entity(j.id).is_some_and(|e| e.blocked))
+                    {
+                        if job.rescan_events(&mut ids, &mut pending)? {
+                            self.safety.protect(job)?;
+                            self.partition.apply_to(job)?;
+                        }
+                    }
+                    match retune.retune(alps, jobs)? {
+                        // Effective in the current cycle, at the next step.
+                        Some(shares) => pending.extend(
+                            shares
+                                .into_iter()
+                                .map(|(id, share)| tact_core::share::Event::SetShare { id, share }),
+                        ),
+                        None => return Ok(None),
+                    }
+                }
+            }
             if last_renew.elapsed() >= RENEW_EVERY {
                 last_renew = Instant::now();
                 self.safety.renew()?;
@@ -162,8 +200,11 @@ impl Edge<'_> {
             if !armed {
                 // Sleep through the quanta in which the engine has nothing to do (most of them
                 // when every job has a few quanta of allowance left), but wake for the next
-                // rescan and renewal.
-                let next_chore = (last_scan + RESCAN).min(last_renew + RENEW_EVERY);
+                // rescan, renewal and retune.
+                let mut next_chore = (last_scan + RESCAN).min(last_renew + RENEW_EVERY);
+                if let Some(retune) = self.retune.as_deref() {
+                    next_chore = next_chore.min(last_retune + retune.every());
+                }
                 let chore_tick = next_chore
                     .saturating_duration_since(start)
                     .as_nanos()

@@ -87,19 +87,18 @@ impl Job {
                         ErrorKind::NotFound => anyhow::anyhow!("sh: not found"),
                         _ => e.into(),
                     })
-                    .with_context(|| format!("--job {}={cmd}: cannot start", spec.shares))?;
+                    .with_context(|| format!("{}: cannot start", spec.origin()))?;
                 match JobTree::attach(child.id() as i32) {
                     Ok(tree) => (tree, Some(child), Some(gate)),
                     Err(e) => {
                         let _ = child.kill();
                         let _ = child.wait();
-                        return Err(e).context(format!("--job {}={cmd}", spec.shares));
+                        return Err(e).context(spec.origin());
                     }
                 }
             }
             What::Pid(pid) => {
-                let tree = JobTree::attach(*pid)
-                    .with_context(|| format!("--pid {}={pid}", spec.shares))?;
+                let tree = JobTree::attach(*pid).with_context(|| spec.origin())?;
                 (tree, None, None)
             }
         };

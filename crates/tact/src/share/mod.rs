@@ -1,12 +1,13 @@
 //! `tact share`: divide the CPU a group of jobs gets in proportion to integer shares (ALPS,
 //! spec proportional-share.md), through SIGSTOP/SIGCONT at user level or cgroup weights.
 
-mod alps;
+pub(crate) mod alps;
 mod cgroup;
-mod group;
+// Starting jobs held at their gate, reading their trees and the watchdog are shared with `tact tickets`.
+pub(crate) mod group;
 mod report;
-mod safety;
-mod spec;
+pub(crate) mod safety;
+pub(crate) mod spec;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use group::Job;
 use report::{CycleLog, Row};
 
 /// The default quantum (spec section 2).
-const DEFAULT_QUANTUM: Duration = Duration::from_millis(20);
+pub(crate) const DEFAULT_QUANTUM: Duration = Duration::from_millis(20);
 /// How long an interrupted tact waits for the commands it started after passing the signal on.
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -36,18 +37,14 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
         None => Mode::default_for(cpus.len() as u32),
     };
     let quantum = args.quantum.unwrap_or(DEFAULT_QUANTUM);
-    let cfg = ShareConfig {
-        quantum_ns: quantum.as_nanos().min(u64::MAX as u128) as u64,
-        lazy: !args.basic,
-        // tact's refinement of optimized ALPS (docs/share.md): the cycle end is not noticed late.
-        cycle_bound: !args.basic,
-        // Quantization-aware accounting (docs/share.md), unless the paper's rules are asked for.
-        checks: !args.basic && !args.quantized,
-        io: !args.no_io,
+    let cfg = alps_config(
+        quantum,
+        args.basic,
+        args.quantized,
+        args.no_io,
         mode,
-        ..ShareConfig::new(0, cpus.len() as u32)
-    };
-    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        cpus.len(),
+    )?;
     let backend = choose_backend(args)?;
     let mut log = args.json_log.as_deref().map(CycleLog::create).transpose()?;
 
@@ -55,26 +52,7 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
     // is there before the first job.
     let mut events = Events::new()?;
     let mut safety = safety::Safety::start()?;
-    let mut jobs = Vec::new();
-    for (i, spec) in specs.into_iter().enumerate() {
-        let started = Job::start(i as u64, spec).and_then(|job| {
-            safety.protect(&job)?;
-            Ok(job)
-        });
-        match started {
-            Ok(job) => jobs.push(job),
-            Err(e) => {
-                // None of them has run yet: the commands tact started go too.
-                for job in &mut jobs {
-                    job.signal_child(nix::sys::signal::Signal::SIGKILL);
-                    job.let_go();
-                    job.wait_child();
-                }
-                safety.release(&mut jobs)?;
-                return Err(e);
-            }
-        }
-    }
+    let mut jobs = safety.start_jobs(specs)?;
 
     let start = Instant::now();
     let (interrupted, usage, footer) = match backend {
@@ -97,6 +75,7 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
                 &mut safety,
                 log.as_mut(),
                 &mut events,
+                None,
             );
             safety.release(&mut jobs)?;
             let out = out?;
@@ -169,6 +148,31 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
     Ok(if failed { 1 } else { 0 })
 }
 
+/// The engine's configuration on `cpus` CPUs: optimized ALPS with tact's refinements, unless
+/// `basic` (the paper's basic ALPS) or `quantized` (the paper's accounting) is asked for.
+pub(crate) fn alps_config(
+    quantum: Duration,
+    basic: bool,
+    quantized: bool,
+    no_io: bool,
+    mode: Mode,
+    cpus: usize,
+) -> Result<ShareConfig> {
+    let cfg = ShareConfig {
+        quantum_ns: quantum.as_nanos().min(u64::MAX as u128) as u64,
+        lazy: !basic,
+        // tact's refinement of optimized ALPS (docs/share.md): the cycle end is not noticed late.
+        cycle_bound: !basic,
+        // Quantization-aware accounting (docs/share.md), unless the paper's rules are asked for.
+        checks: !basic && !quantized,
+        io: !no_io,
+        mode,
+        ..ShareConfig::new(0, cpus as u32)
+    };
+    cfg.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(cfg)
+}
+
 enum Chosen {
     Signals,
     Cgroup(CpuHierarchy),
@@ -223,7 +227,7 @@ fn pass_on(jobs: &mut [Job], sig: Received) {
     }
 }
 
-fn describe(s: std::process::ExitStatus) -> String {
+pub(crate) fn describe(s: std::process::ExitStatus) -> String {
     match (s.code(), s.signal()) {
         (Some(0), _) => "0".into(),
         (Some(c), _) => format!("{c}"),
@@ -233,7 +237,7 @@ fn describe(s: std::process::ExitStatus) -> String {
 }
 
 /// tact's own CPU time (all its threads; the watchdog is another process and idles).
-fn own_cpu() -> Duration {
+pub(crate) fn own_cpu() -> Duration {
     tact_linux::probe::cpu::CpuClock::this_process()
         .read_ns()
         .map_or(Duration::ZERO, Duration::from_nanos)

@@ -12,6 +12,7 @@ use tact_linux::state::StateDir;
 use tact_linux::Guard;
 
 use super::group::Job;
+use super::spec::JobSpec;
 
 /// The watchdog resumes everything if tact does not renew within this long (it hung).
 const LEASE: Duration = Duration::from_secs(5);
@@ -32,6 +33,32 @@ impl Safety {
             state,
             guard: Some(guard),
         })
+    }
+
+    /// Starts the commands of `specs` (each held at its gate until let go, entity ids 0, 1, ...) and protects each.
+    /// If one cannot start, none has run yet: the ones started are killed, reaped and let go,
+    /// and the error is returned.
+    pub fn start_jobs(&mut self, specs: impl IntoIterator<Item = JobSpec>) -> Result<Vec<Job>> {
+        let mut jobs = Vec::new();
+        for (i, spec) in specs.into_iter().enumerate() {
+            let started = Job::start(i as u64, spec).and_then(|job| {
+                self.protect(&job)?;
+                Ok(job)
+            });
+            match started {
+                Ok(job) => jobs.push(job),
+                Err(e) => {
+                    for job in &mut jobs {
+                        job.signal_child(nix::sys::signal::Signal::SIGKILL);
+                        job.let_go();
+                        job.wait_child();
+                    }
+                    self.release(&mut jobs)?;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(jobs)
     }
 
     /// Records the job's members and hands them to the watchdog (call whenever membership

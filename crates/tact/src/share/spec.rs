@@ -9,6 +9,8 @@ use tact_core::share::MAX_SHARE;
 pub struct JobSpec {
     pub shares: u64,
     pub what: What,
+    /// The job's name where it has one (a `tact tickets` setup); `--job` and `--pid` have none.
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,9 +24,19 @@ pub enum What {
 impl JobSpec {
     /// What the tables and the log call it.
     pub fn label(&self) -> String {
-        match &self.what {
-            What::Command(c) => c.clone(),
-            What::Pid(p) => format!("pid {p}"),
+        match (&self.name, &self.what) {
+            (Some(name), _) => name.clone(),
+            (None, What::Command(c)) => c.clone(),
+            (None, What::Pid(p)) => format!("pid {p}"),
+        }
+    }
+
+    /// How the user gave it, for errors: `--job 3=make`, `--pid 1=42`, `job A1`.
+    pub fn origin(&self) -> String {
+        match (&self.name, &self.what) {
+            (Some(name), _) => format!("job {name}"),
+            (None, What::Command(c)) => format!("--job {}={c}", self.shares),
+            (None, What::Pid(p)) => format!("--pid {}={p}", self.shares),
         }
     }
 }
@@ -40,6 +52,7 @@ pub fn parse(jobs: &[String], pids: &[String]) -> Result<Vec<JobSpec>> {
         specs.push(JobSpec {
             shares,
             what: What::Command(command.to_string()),
+            name: None,
         });
     }
     for arg in pids {
@@ -54,6 +67,7 @@ pub fn parse(jobs: &[String], pids: &[String]) -> Result<Vec<JobSpec>> {
         specs.push(JobSpec {
             shares,
             what: What::Pid(pid),
+            name: None,
         });
     }
     if specs.is_empty() {
@@ -91,15 +105,18 @@ mod tests {
             vec![
                 JobSpec {
                     shares: 1,
-                    what: What::Command("sleep 1".into())
+                    what: What::Command("sleep 1".into()),
+                    name: None,
                 },
                 JobSpec {
                     shares: 3,
-                    what: What::Command("a=b".into())
+                    what: What::Command("a=b".into()),
+                    name: None,
                 },
                 JobSpec {
                     shares: 2,
-                    what: What::Pid(42)
+                    what: What::Pid(42),
+                    name: None,
                 },
             ]
         );

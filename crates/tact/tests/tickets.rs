@@ -1,0 +1,513 @@
+//! `tact tickets` on real files and processes: `check` and `explain` give the spec's E1 shares,
+//! bad setup files get one clear line and exit status 2, and `run` divides one CPU by tickets
+//! with the cgroup backend, follows a job waking up, logs every interval and cleans up.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// Spec tickets.md E1, as shipped in contrib/.
+const E1: &str = include_str!("../../../contrib/tickets/e1.toml");
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run(mut c: Command) -> (Output, String, String) {
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+fn tickets(args: &[&str], runtime: &Path) -> Command {
+    let mut c = tact();
+    c.arg("tickets").args(args).env("TACT_RUNTIME_DIR", runtime);
+    c
+}
+
+#[test]
+fn check_and_explain_give_the_e1_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = write(dir.path(), "e1.toml", E1);
+    let s = setup.to_str().unwrap();
+
+    let (out, stdout, stderr) = run(tickets(&["check", s], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for (job, share, path) in [
+        ("A1", "16.67%", "base -1000-> A -100/300-> A1"),
+        ("A2", "33.33%", "base -1000-> A -200/300-> A2"),
+        ("B1", "8.33%", "base -1000-> B -100/600-> B1"),
+        ("B2", "16.67%", "base -1000-> B -200/600-> B2"),
+        ("B3", "25.00%", "base -1000-> B -300/600-> B3"),
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{job} ")))
+            .unwrap_or_else(|| panic!("no line for {job}:\n{stdout}"));
+        assert!(line.contains(share) && line.contains(path), "{line}");
+    }
+
+    let (out, stdout, stderr) = run(tickets(&["check", s, "--json"], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let shares: Vec<f64> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["resources"]["cpu"]["share"].as_f64().unwrap())
+        .collect();
+    let want = [1.0 / 6.0, 1.0 / 3.0, 1.0 / 12.0, 1.0 / 6.0, 1.0 / 4.0];
+    for (got, want) in shares.iter().zip(want) {
+        assert!((got - want).abs() < 1e-9, "{shares:?}");
+    }
+
+    let (out, stdout, stderr) = run(tickets(&["explain", s, "B3", "--json"], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let cpu = &v["resources"][0];
+    assert_eq!(cpu["resource"], "cpu");
+    assert!(
+        (cpu["rights"].as_f64().unwrap() - 500.0).abs() < 1e-9,
+        "{cpu}"
+    );
+    let hops = cpu["paths"][0]["hops"].as_array().unwrap();
+    let product: f64 = hops.iter().map(|h| h["factor"].as_f64().unwrap()).product();
+    assert!((product - 500.0).abs() < 1e-9, "{cpu}");
+    let holders: Vec<&str> = hops.iter().map(|h| h["holder"].as_str().unwrap()).collect();
+    assert_eq!(holders, ["B", "B3", "B3"]);
+
+    let (out, stdout, stderr) = run(tickets(&["explain", s, "A2"], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("A -> A2") && stdout.contains("0.666667"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_setup_files_get_one_line_and_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"C\", cpu = 1 }]\n",
+            "[[job]] \"J\", funding[0].from: unknown currency \"C\"",
+        ),
+        (
+            "[[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 0 }]\n",
+            "funding[0].cpu = 0: ticket amounts are positive",
+        ),
+        (
+            "[[job]]\nname = \"J\"\ncommad = \"x\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+            ":3:1: in [[job]]: unknown field `commad`",
+        ),
+        (
+            "[[currency]]\nname = \"P\"\nfunding = [{ from = \"Q\", cpu = 1 }]\n\
+             [[currency]]\nname = \"Q\"\nfunding = [{ from = \"P\", cpu = 1 }]\n",
+            "would close a cycle",
+        ),
+        (
+            "[[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 1 }]\n\
+             [[job]]\nname = \"J\"\ncommand = \"y\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+            "[[job]] #2: name \"J\" is already taken",
+        ),
+        (
+            "[[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 2000, hard = true }]\n",
+            "above its hard total 1000",
+        ),
+        ("[[job]\n", ":1:"),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let setup = write(dir.path(), &format!("bad{i}.toml"), text);
+        let s = setup.to_str().unwrap();
+        for args in [vec!["check", s], vec!["run", s, "--duration", "1s"]] {
+            let (out, stdout, stderr) = run(tickets(&args, dir.path()));
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stdout.is_empty(), "{stdout}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(
+                stderr.contains(s) && stderr.contains(want),
+                "want {want:?} in {stderr}"
+            );
+        }
+    }
+    let missing = dir.path().join("missing.toml");
+    let (out, _, stderr) = run(tickets(&["check", missing.to_str().unwrap()], dir.path()));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("missing.toml: cannot read"), "{stderr}");
+
+    let e1 = write(dir.path(), "e1.toml", E1);
+    let (out, _, stderr) = run(tickets(
+        &["explain", e1.to_str().unwrap(), "C9"],
+        dir.path(),
+    ));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no job \"C9\" (its jobs: A1, A2, B1, B2, B3)"),
+        "{stderr}"
+    );
+}
+
+/// A `tact-test-*` directory in a cgroup hierarchy, removed (with whatever tact left in it,
+/// which the test reports first) at the end.
+struct TestCgroup(PathBuf);
+
+impl TestCgroup {
+    fn create(mount: &Path, name: &str) -> TestCgroup {
+        let dir = mount.join(format!("tact-test-tickets-{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        TestCgroup(dir)
+    }
+
+    fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        fn remove(dir: &Path) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
+                    remove(&e.path());
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+        remove(&self.0);
+    }
+}
+
+/// The root-only runs take turns: each divides CPU 1, and two at once would halve each other's.
+static ONE_CPU: Mutex<()> = Mutex::new(());
+
+/// What a `tact tickets run` left: its status, stderr, the interval lines and the summary.
+struct Ran {
+    out: Output,
+    stderr: String,
+    intervals: Vec<Value>,
+    summary: Value,
+}
+
+/// Runs `setup` pinned to CPU 1 with the cgroup backend under test cgroups for `secs` seconds,
+/// and checks that it removed its cgroups. `None` (with the reason printed) when this machine
+/// cannot: not root, or no cgroup v1 cpu hierarchy.
+fn run_on_one_cpu(name: &str, setup: &str, secs: u32) -> Option<Ran> {
+    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the cgroup backend needs root");
+        return None;
+    }
+    let Ok(hier) = CpuHierarchy::detect() else {
+        eprintln!("skipped: no cpu cgroup hierarchy");
+        return None;
+    };
+    if hier.version != CgroupVersion::V1 || cgroup_cpu::can_use(None, "tact-test-probe").is_err() {
+        eprintln!("skipped: needs a writable cgroup v1 cpu hierarchy");
+        return None;
+    }
+    let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu = TestCgroup::create(&hier.cpu.dir, name);
+    // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
+    let acct = hier
+        .cpuacct
+        .as_ref()
+        .filter(|a| a.dir != hier.cpu.dir)
+        .map(|a| TestCgroup::create(&a.dir, name));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "setup.toml", setup);
+    let log = dir.path().join("log.jsonl");
+    let enter = acct
+        .as_ref()
+        .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
+        .unwrap_or_default();
+    let mut c = Command::new("taskset");
+    c.args(["-c", "1", "sh", "-c"])
+        .arg(format!("{enter}exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_tact"))
+        .args(["tickets", "run"])
+        .arg(&path)
+        .args(["--backend", "cgroup", "--duration", &format!("{secs}s")])
+        .arg("--cgroup-parent")
+        .arg(&cpu.0)
+        .arg("--json-log")
+        .arg(&log)
+        .env("TACT_RUNTIME_DIR", dir.path());
+    let (out, _, stderr) = run(c);
+    assert!(cpu.leftovers().is_empty(), "left: {:?}", cpu.leftovers());
+    if let Some(acct) = &acct {
+        assert!(acct.leftovers().is_empty(), "left: {:?}", acct.leftovers());
+    }
+    Some(Ran::read(out, stderr, &log))
+}
+
+impl Ran {
+    /// The run's log: the interval lines, then the summary.
+    fn read(out: Output, stderr: String, log: &Path) -> Ran {
+        let mut lines: Vec<Value> = std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let summary = lines.pop().expect("a summary line")["summary"].clone();
+        assert!(summary.is_object(), "{summary}\n{stderr}");
+        Ran {
+            out,
+            stderr,
+            intervals: lines,
+            summary,
+        }
+    }
+
+    /// Each job's achieved share, in job order.
+    fn achieved(&self) -> Vec<f64> {
+        self.summary["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["achieved"]["cpu"].as_f64().unwrap())
+            .collect()
+    }
+}
+
+/// `tact tickets run --backend signals` of `setup` pinned to CPU 1 (unprivileged).
+fn signals_on_one_cpu(setup: &str, args: &[&str], runtime: &Path) -> (Command, PathBuf) {
+    let path = write(runtime, "setup.toml", setup);
+    let log = runtime.join("log.jsonl");
+    let mut c = Command::new("taskset");
+    c.args(["-c", "1", env!("CARGO_BIN_EXE_tact"), "tickets", "run"])
+        .arg(&path)
+        .args(["--backend", "signals", "--json-log"])
+        .arg(&log)
+        .args(args)
+        .env("TACT_RUNTIME_DIR", runtime);
+    (c, log)
+}
+
+/// Every pid the log names is gone or a zombie: nothing left running, nothing left stopped.
+fn assert_all_ended(intervals: &[Value]) {
+    let mut pids: Vec<i32> = intervals
+        .iter()
+        .flat_map(|l| l["jobs"].as_array().unwrap().clone())
+        .flat_map(|j| j["pids"].as_array().unwrap().clone())
+        .map(|p| p.as_i64().unwrap() as i32)
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert!(!pids.is_empty());
+    assert!(!any_stopped(&pids), "a job was left stopped: {pids:?}");
+    let reader = tact_linux::ProcReader::new();
+    for p in pids {
+        if let Ok(s) = reader.stat(p) {
+            assert!(s.is_dead(), "process {p} still runs: {s:?}");
+        }
+    }
+}
+
+/// A CPU-bound job; `timeout` ends it should tact fail to.
+const SPIN: &str = "exec timeout 120 sh -c 'while :; do :; done'";
+
+/// The job's field in each interval line, with the line's time.
+fn series<'a>(intervals: &'a [Value], job: &str, field: &str) -> Vec<(f64, &'a Value)> {
+    intervals
+        .iter()
+        .map(|l| {
+            let j = l["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|j| j["name"] == job)
+                .unwrap();
+            (l["t"].as_f64().unwrap(), &j[field]["cpu"])
+        })
+        .collect()
+}
+
+/// A(1000) -> {x: 100, y: 200}, B(1000) -> {z: 100}: x 1/6, y 1/3, z 1/2 while all spin.
+fn split_setup() -> String {
+    two_currencies("y", SPIN)
+}
+
+/// A(1000) -> {x: 100, `second`: 200} and B(1000) -> {z: 100}, every job a spinner except
+/// `second`, which runs `second_command`.
+fn two_currencies(second: &str, second_command: &str) -> String {
+    format!(
+        r#"
+[[currency]]
+name = "A"
+funding = [{{ from = "base", cpu = 1000 }}]
+
+[[currency]]
+name = "B"
+funding = [{{ from = "base", cpu = 1000 }}]
+
+[[job]]
+name = "x"
+command = "{SPIN}"
+funding = [{{ from = "A", cpu = 100 }}]
+
+[[job]]
+name = "{second}"
+command = "{second_command}"
+funding = [{{ from = "A", cpu = 200 }}]
+
+[[job]]
+name = "z"
+command = "{SPIN}"
+funding = [{{ from = "B", cpu = 100 }}]
+"#
+    )
+}
+
+#[test]
+fn run_divides_one_cpu_by_tickets_logs_every_interval_and_cleans_up() {
+    let Some(ran) = run_on_one_cpu("split", &split_setup(), 6) else {
+        return;
+    };
+    assert_eq!(ran.out.status.code(), Some(0), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("backend cgroup (cpu.shares"),
+        "{}",
+        ran.stderr
+    );
+
+    // One object per interval, each with every job and the contract's fields.
+    assert!(
+        ran.intervals.len() >= 20,
+        "{} intervals",
+        ran.intervals.len()
+    );
+    let mut last_t = 0.0;
+    for line in &ran.intervals {
+        let t = line["t"].as_f64().unwrap();
+        assert!(t > last_t, "{line}");
+        last_t = t;
+        let jobs = line["jobs"].as_array().unwrap();
+        let names: Vec<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["x", "y", "z"]);
+        for j in jobs {
+            assert!(j["pids"].is_array(), "{j}");
+            assert!(j["active"]["cpu"].is_boolean(), "{j}");
+            assert!(j["rights"]["cpu"].is_f64(), "{j}");
+            assert!(j["expected"]["cpu"].is_f64(), "{j}");
+            assert!(j["weight"]["cpu"].is_u64(), "{j}");
+            assert!(j["cpu_ns"].is_u64(), "{j}");
+        }
+    }
+    // All three compete throughout: 1/6, 1/3, 1/2, in weights 1:2:3 of the top of the range.
+    let last = &ran.intervals[ran.intervals.len() - 1]["jobs"];
+    let weights: Vec<u64> = (0..3)
+        .map(|i| last[i]["weight"]["cpu"].as_u64().unwrap())
+        .collect();
+    assert_eq!(weights, [87381, 174763, 262144]);
+
+    let achieved = ran.achieved();
+    let expected: Vec<f64> = (0..3)
+        .map(|i| ran.summary["jobs"][i]["expected"]["cpu"].as_f64().unwrap())
+        .collect();
+    let (x, y, z) = (achieved[0], achieved[1], achieved[2]);
+    assert!(z > x && y > x, "{achieved:?}\n{}", ran.stderr);
+    assert!((0.35..=0.65).contains(&z), "{achieved:?}\n{}", ran.stderr);
+    assert!((expected[2] - 0.5).abs() < 0.05, "{expected:?}");
+    assert_eq!(ran.summary["end"], "--duration passed");
+    assert_all_ended(&ran.intervals);
+}
+
+#[test]
+fn a_job_waking_up_takes_its_part_of_its_currency_back() {
+    let setup = two_currencies("w", &format!("sleep 2; {SPIN}"));
+    let Some(ran) = run_on_one_cpu("wake", &setup, 5) else {
+        return;
+    };
+    assert_eq!(ran.out.status.code(), Some(0), "{}", ran.stderr);
+    let x = series(&ran.intervals, "x", "expected");
+    let w = series(&ran.intervals, "w", "active");
+    // Asleep: x holds all of A, half the CPU. Awake (the sleep ends at 2 s; give it a second to
+    // be seen on a loaded machine): x is back to 100 of A's 300 tickets.
+    let asleep: Vec<f64> = x
+        .iter()
+        .filter(|(t, _)| (0.5..1.5).contains(t))
+        .map(|(_, e)| e.as_f64().unwrap())
+        .collect();
+    let awake: Vec<f64> = x
+        .iter()
+        .filter(|(t, _)| *t >= 3.5)
+        .map(|(_, e)| e.as_f64().unwrap())
+        .collect();
+    assert!(!asleep.is_empty() && !awake.is_empty(), "{x:?}");
+    assert!(asleep.iter().all(|e| (e - 0.5).abs() < 1e-9), "{asleep:?}");
+    assert!(
+        awake.iter().all(|e| (e - 1.0 / 6.0).abs() < 1e-9),
+        "{awake:?}"
+    );
+    assert!(w
+        .iter()
+        .filter(|(t, _)| (0.5..1.5).contains(t))
+        .all(|(_, a)| a.as_bool() == Some(false)));
+    assert_all_ended(&ran.intervals);
+}
+
+#[test]
+fn the_signals_backend_divides_one_cpu_by_tickets_unprivileged() {
+    let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let runtime = tempfile::tempdir().unwrap();
+    let (c, log) = signals_on_one_cpu(&split_setup(), &["--duration", "8s"], runtime.path());
+    let (out, _, stderr) = run(c);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("backend signals (ALPS"), "{stderr}");
+    let ran = Ran::read(out, stderr, &log);
+    // All three compete: ALPS shares 7:13:20 (1/6, 1/3, 1/2 to within 1/20 of the largest).
+    let last = &ran.intervals[ran.intervals.len() - 1]["jobs"];
+    let shares: Vec<u64> = (0..3)
+        .map(|i| last[i]["weight"]["cpu"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shares, [7, 13, 20]);
+    let a = ran.achieved();
+    assert!(a[2] > a[0] && a[1] > a[0], "{a:?}\n{}", ran.stderr);
+    assert!((0.35..=0.65).contains(&a[2]), "{a:?}\n{}", ran.stderr);
+    assert_all_ended(&ran.intervals);
+}
+
+#[test]
+fn sigterm_ends_the_jobs_resumes_what_tact_stopped_and_reports() {
+    let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let runtime = tempfile::tempdir().unwrap();
+    let (mut c, log) = signals_on_one_cpu(&split_setup(), &[], runtime.path());
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for ALPS to have stopped someone (x's share is the smallest).
+    wait_for(Duration::from_secs(60), "30 intervals in the log", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() >= 30)
+    });
+    kill(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    let ran = Ran::read(out, stderr, &log);
+    assert_eq!(
+        ran.summary["end"], "interrupted by SIGTERM",
+        "{}",
+        ran.stderr
+    );
+    for job in ran.summary["jobs"].as_array().unwrap() {
+        assert_eq!(job["exit"], "signal 15", "{}", ran.stderr);
+    }
+    assert_all_ended(&ran.intervals);
+}
