@@ -198,6 +198,15 @@ impl Client {
         self.call(&Request::Status, Some(self.timeouts.reply))
     }
 
+    /// Sends a tickets operation and decodes its reply (`T` is the reply type the operation's
+    /// documentation in [`crate::tickets`] names).
+    pub fn tickets<T: serde::de::DeserializeOwned>(
+        &mut self,
+        request: crate::tickets::TicketsRequest,
+    ) -> Result<T> {
+        self.call(&Request::Tickets(request), Some(self.timeouts.reply))
+    }
+
     /// Unregisters a job (one's own, or as root or its owner, anyone's).
     pub fn bye(&mut self, job: JobId) -> Result<()> {
         let Done {} = self.call(&Request::Bye { job }, Some(self.timeouts.reply))?;

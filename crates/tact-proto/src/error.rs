@@ -30,7 +30,7 @@ pub enum ProtoError {
     #[error("v: this side speaks protocol version {supported}, the message has {got}")]
     Version { supported: u64, got: String },
 
-    #[error("op: unknown operation `{0}` (known: hello, acquire, release, report, set_priority, status, bye)")]
+    #[error("op: unknown operation `{0}` (known: hello, acquire, release, report, set_priority, status, bye, tickets_*)")]
     UnknownOp(String),
 
     /// A field is missing, of the wrong type, or out of its range. `field` is a dotted path

@@ -27,6 +27,7 @@ mod parse;
 mod path;
 mod reply;
 mod request;
+pub mod tickets;
 
 pub use client::{Client, Timeouts, MAX_REPLY};
 pub use error::{ClientError, ProtoError};

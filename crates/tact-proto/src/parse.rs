@@ -75,7 +75,10 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         }),
         "status" => Ok(Request::Status),
         "bye" => Ok(Request::Bye { job: top.job()? }),
-        other => Err(ProtoError::UnknownOp(truncate(other, 64))),
+        other => match crate::tickets::parse(other, &obj) {
+            Some(tickets) => tickets.map(Request::Tickets),
+            None => Err(ProtoError::UnknownOp(truncate(other, 64))),
+        },
     }
 }
 
@@ -96,17 +99,17 @@ pub(crate) fn check_version(obj: &Map<String, Value>) -> Result<(), ProtoError> 
 }
 
 /// The fields of one JSON object, with the dotted path to it for error messages.
-struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     obj: &'a Map<String, Value>,
     prefix: &'a str,
 }
 
 impl<'a> Fields<'a> {
-    fn new(obj: &'a Map<String, Value>, prefix: &'a str) -> Self {
+    pub(crate) fn new(obj: &'a Map<String, Value>, prefix: &'a str) -> Self {
         Fields { obj, prefix }
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(crate) fn path(&self, name: &str) -> String {
         if self.prefix.is_empty() {
             name.to_string()
         } else {
@@ -114,12 +117,12 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn err(&self, name: &str, problem: impl Into<String>) -> ProtoError {
+    pub(crate) fn err(&self, name: &str, problem: impl Into<String>) -> ProtoError {
         ProtoError::field(self.path(name), problem)
     }
 
     /// The value of a field, `None` when absent or `null`.
-    fn get(&self, name: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, name: &str) -> Option<&'a Value> {
         self.obj.get(name).filter(|v| !v.is_null())
     }
 
@@ -127,14 +130,19 @@ impl<'a> Fields<'a> {
         Ok(self.int("job", 1, i64::MAX)? as JobId)
     }
 
-    fn int(&self, name: &str, min: i64, max: i64) -> Result<i64, ProtoError> {
+    pub(crate) fn int(&self, name: &str, min: i64, max: i64) -> Result<i64, ProtoError> {
         self.opt_int(name, min, max)?
             .ok_or_else(|| self.err(name, "missing"))
     }
 
     /// An integer in `min..=max`; `1.0` is not an integer here, and a number beyond the range of
     /// 64-bit integers is out of range rather than rounded.
-    fn opt_int(&self, name: &str, min: i64, max: i64) -> Result<Option<i64>, ProtoError> {
+    pub(crate) fn opt_int(
+        &self,
+        name: &str,
+        min: i64,
+        max: i64,
+    ) -> Result<Option<i64>, ProtoError> {
         let Some(value) = self.get(name) else {
             return Ok(None);
         };
@@ -171,14 +179,14 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn string(&self, name: &str, max: usize) -> Result<String, ProtoError> {
+    pub(crate) fn string(&self, name: &str, max: usize) -> Result<String, ProtoError> {
         self.opt_string(name, max)?
             .ok_or_else(|| self.err(name, "missing"))
     }
 
     /// A non-empty string of at most `max` bytes without control characters (it ends up on
     /// terminals and in metric labels).
-    fn opt_string(&self, name: &str, max: usize) -> Result<Option<String>, ProtoError> {
+    pub(crate) fn opt_string(&self, name: &str, max: usize) -> Result<Option<String>, ProtoError> {
         let Some(value) = self.get(name) else {
             return Ok(None);
         };
@@ -357,7 +365,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn kind_of(value: &Value) -> &'static str {
+pub(crate) fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

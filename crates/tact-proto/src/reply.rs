@@ -169,6 +169,9 @@ pub enum ErrorCode {
     NoSuchJob,
     /// A limit of the daemon (connections, jobs per connection) is reached.
     Busy,
+    /// The tickets model refuses a well-formed operation: an unknown currency, ticket or process,
+    /// a cycle, a hard total exceeded, an exchange a participant cannot cover.
+    Refused,
     /// A code this client does not know (from a newer daemon).
     #[serde(other)]
     Other,

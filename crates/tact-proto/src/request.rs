@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tickets::TicketsRequest;
 use crate::VERSION;
 
 /// A job's number, given by the daemon in the reply to `hello`.
@@ -30,6 +31,9 @@ pub enum Request {
     Status,
     /// Unregister a job.
     Bye { job: JobId },
+    /// An operation of the tickets model (`tickets_*`; see [`crate::tickets`]).
+    #[serde(untagged)]
+    Tickets(TicketsRequest),
 }
 
 /// The `hello` request.
@@ -239,6 +243,7 @@ impl Request {
             Request::SetPriority { .. } => "set_priority",
             Request::Status => "status",
             Request::Bye { .. } => "bye",
+            Request::Tickets(t) => t.op(),
         }
     }
 }

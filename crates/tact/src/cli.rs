@@ -354,7 +354,25 @@ every job has exited, when --duration has passed (the jobs get SIGTERM, then SIG
 or when tact is interrupted; the cgroups are removed and nothing is left stopped. At the end it
 prints per job its tickets, its expected share (time-averaged) and the share it achieved.
 
-Only the CPU is enforced so far: disk and memory tickets are checked and explained, not applied.";
+Only the CPU is enforced so far: disk and memory tickets are checked and explained, not applied.
+
+The daemon (`tact daemon`) holds a live model of the same kind, saved across restarts, which the
+other subcommands change and query through its socket (--socket). Who may do what is decided by
+each currency's owner, group and mode (f: fund it, c: change or destroy it, i: issue its
+tickets), like a file's; a refusal names the permission missing. The daemon serves the model;
+`tact tickets run` enforces it.
+
+  sudo tact tickets create A                     a currency owned by you, mode fci/---/---
+  sudo tact tickets fund A --from base --cpu 1000    prints the ticket (t0)
+  tact tickets attach 4242 --from A --cpu 100    process 4242 as a client funded by A only
+  tact tickets attach 4243                       funded by the default policy (your user:UID)
+  tact tickets explain 4242                      its funding paths, R, R* and shares now
+  tact tickets show [A] [--json]                 currencies, tickets, clients' rights
+  tact tickets set t0 2000; tact tickets unfund t0; tact tickets destroy A
+  tact tickets offer 4242 --give cpu:100 --want disk:50 [--expires 10m]
+  tact tickets offers; tact tickets cancel o3 (an offer) or x1 (an exchange); tact tickets detach 4242
+
+Exit status: 0, 1 when the daemon refuses (the message says why), 2 for malformed input.";
 
 const TUNE_EXAMPLES: &str = "\
 Examples:
@@ -440,18 +458,170 @@ pub enum TicketsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print a job's funding paths from the base, factor by factor.
+    /// Print funding paths from the base, factor by factor: of an attached process (PID, from the
+    /// daemon), or of a setup file's job (SETUP JOB).
     Explain {
-        /// The setup file.
-        setup: PathBuf,
-        /// The job's name.
-        job: String,
+        /// An attached process's pid, or a setup file followed by a job's name.
+        #[arg(value_name = "PID|SETUP")]
+        target: String,
+        /// The job's name, after a setup file.
+        job: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        socket: SocketArg,
     },
     /// Start the setup's jobs and enforce their CPU rights until they exit.
     Run(TicketsRunArgs),
+    /// Create a currency in the daemon's model (owned by you unless --owner/--group say).
+    Create {
+        /// Its name: no ':' or whitespace (user:UID and pid:PID name the policy's currencies).
+        name: String,
+        /// The owner's uid [default: yours]; creating one for another uid needs root.
+        #[arg(long, value_name = "UID")]
+        owner: Option<u32>,
+        /// The group's gid [default: your primary group]; it must be one of yours.
+        #[arg(long, value_name = "GID")]
+        group: Option<u32>,
+        /// Who may fund (f), change (c) and issue (i): owner/group/other triplets.
+        #[arg(long, value_name = "MODE", default_value = "fci/---/---",
+              value_parser = clap::value_parser!(tact_core::tickets::Mode))]
+        mode: tact_core::tickets::Mode,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Destroy a currency (c on it); the tickets it issued and holds go with it.
+    Destroy {
+        currency: String,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Fund HOLDER with ISSUER's tickets (f on HOLDER, i on ISSUER); prints the new ticket.
+    #[command(group(clap::ArgGroup::new("amount").required(true).args(["cpu", "disk", "mem"])))]
+    Fund {
+        /// The currency (or pid:PID, user:UID) to fund.
+        holder: String,
+        /// The currency that issues the ticket: base, a name, user:UID or pid:PID.
+        #[arg(long, value_name = "ISSUER")]
+        from: String,
+        /// A CPU ticket of N.
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        cpu: Option<i64>,
+        /// A disk ticket of N.
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        disk: Option<i64>,
+        /// A memory ticket of SIZE: bytes, or KiB, MiB, GiB, TiB, pages (`512MiB`, `1375pages`).
+        #[arg(long, value_name = "SIZE")]
+        mem: Option<String>,
+        /// A hard ticket: a fixed fraction of the issuer's hard total (a floor), not a relative
+        /// share.
+        #[arg(long)]
+        hard: bool,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Take a ticket away from its holder (c on the holder, or i on the issuer).
+    Unfund {
+        /// The ticket, as `fund` printed it (`t12`).
+        ticket: String,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Resize a ticket (i on its issuer).
+    Set {
+        /// The ticket (`t12`).
+        ticket: String,
+        /// Its new amount (a SIZE for a memory ticket).
+        amount: String,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Print the daemon's currencies (value, active amount, tickets issued and held) and its
+    /// attached processes (R, R*, share).
+    Show {
+        /// Only this currency (and the processes it funds).
+        currency: Option<String>,
+        /// Print JSON (the daemon's reply) instead of tables.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Make a process of yours a client: funded by the default policy from your user currency,
+    /// or with --from only by the amounts given.
+    #[command(group(clap::ArgGroup::new("amounts").multiple(true).args(["cpu", "disk", "mem"])))]
+    Attach {
+        pid: i32,
+        /// The currency that funds it instead of the policy (i on it needed).
+        #[arg(long, value_name = "CURRENCY", requires = "amounts")]
+        from: Option<String>,
+        /// CPU tickets of --from.
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "from",
+            allow_negative_numbers = true
+        )]
+        cpu: Option<i64>,
+        /// Disk tickets of --from.
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "from",
+            allow_negative_numbers = true
+        )]
+        disk: Option<i64>,
+        /// Memory tickets of --from: bytes, or KiB, MiB, GiB, TiB, pages.
+        #[arg(long, value_name = "SIZE", requires = "from")]
+        mem: Option<String>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Stop treating a process as a client: its currency, offers and exchanges go.
+    Detach {
+        pid: i32,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Offer to trade some of a process's rights to one resource for another's at the dealer;
+    /// prints whether it was exchanged at once or queued (with conflicting offers).
+    Offer {
+        pid: i32,
+        /// What it gives: RESOURCE:AMOUNT (`cpu:100`, `mem:64MiB`).
+        #[arg(long, value_name = "RES:N")]
+        give: String,
+        /// What it wants in return: RESOURCE:AMOUNT.
+        #[arg(long, value_name = "RES:N")]
+        want: String,
+        /// Withdraw the offer if unmatched after this long.
+        #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+        expires: Option<Duration>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// List the queued offers and the exchanges in force.
+    Offers {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Withdraw a queued offer (`o3`) or undo an exchange in force (`x2`).
+    Cancel {
+        #[arg(value_name = "OFFER|EXCHANGE")]
+        id: String,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+}
+
+/// `--socket`, for the commands that ask the daemon.
+#[derive(Debug, Args)]
+pub struct SocketArg {
+    /// The daemon's socket [default: $TACT_SOCKET, else the user's daemon, else the system's].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -493,6 +663,11 @@ pub struct DaemonArgs {
     /// and loses it.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
     pub lease: Duration,
+    /// Where the tickets model (`tact tickets create|fund|attach|...`) is kept across restarts
+    /// [default: /var/lib/tact/tickets.json for root, $XDG_STATE_HOME/tact/tickets.json for
+    /// other users].
+    #[arg(long, value_name = "FILE")]
+    pub tickets_state: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

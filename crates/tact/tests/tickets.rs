@@ -1,6 +1,8 @@
 //! `tact tickets` on real files and processes: `check` and `explain` give the spec's E1 shares,
 //! bad setup files get one clear line and exit status 2, and `run` divides one CPU by tickets
-//! with the cgroup backend, follows a job waking up, logs every interval and cleans up.
+//! with the cgroup backend, follows a job waking up, logs every interval and cleans up; with
+//! disk and memory tickets it writes the disk weights and memory protections, logs them, and
+//! removes them; the signals backend says it applies CPU rights only.
 
 mod common;
 
@@ -508,6 +510,224 @@ fn sigterm_ends_the_jobs_resumes_what_tact_stopped_and_reports() {
     );
     for job in ran.summary["jobs"].as_array().unwrap() {
         assert_eq!(job["exit"], "signal 15", "{}", ran.stderr);
+    }
+    assert_all_ended(&ran.intervals);
+}
+
+/// Hard tickets from the base are worth their amounts whoever is active, so the knobs are known
+/// in advance: d (disk 600, 64 MiB) gets blkio.bfq.weight 1000 (the largest right at the top of
+/// 1-1000) and a 64 MiB soft limit; e (disk 150, 16 MiB) 250 and 16 MiB; f holds CPU tickets
+/// only and keeps the kernel's defaults. (A soft base ticket beside them would be issued by the
+/// base's soft_tix and, its only holder, be worth all the base's unreserved value.) d reads its
+/// own file with O_DIRECT, so it has disk I/O outstanding.
+fn disk_mem_setup(file: &Path) -> String {
+    format!(
+        r#"
+[[job]]
+name = "d"
+command = "exec timeout 60 sh -c 'while :; do dd if={file} of=/dev/null bs=4k iflag=direct 2>/dev/null; done'"
+funding = [{{ from = "base", disk = 600, mem = "64MiB", hard = true }}, {{ from = "base", cpu = 100 }}]
+
+[[job]]
+name = "e"
+command = "exec sleep 60"
+funding = [{{ from = "base", disk = 150, mem = "16MiB", hard = true }}, {{ from = "base", cpu = 100 }}]
+
+[[job]]
+name = "f"
+command = "exec sleep 60"
+funding = [{{ from = "base", cpu = 100 }}]
+"#,
+        file = file.display()
+    )
+}
+
+#[test]
+fn disk_and_memory_tickets_become_bfq_weights_and_soft_limits_and_are_removed() {
+    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
+    use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the cgroup backend needs root");
+        return;
+    }
+    let (Ok(hier), Ok(all)) = (CpuHierarchy::detect(), Hierarchies::detect()) else {
+        eprintln!("skipped: no cgroup hierarchies");
+        return;
+    };
+    let v1 = |c| all.get(c).is_ok_and(|m| m.version == CgroupVersion::V1);
+    if hier.version != CgroupVersion::V1
+        || !v1(Controller::Memory)
+        || !v1(Controller::Io)
+        || cgroup_cpu::can_use(None, "tact-test-probe").is_err()
+    {
+        eprintln!("skipped: needs writable cgroup v1 cpu, memory and blkio hierarchies");
+        return;
+    }
+    let mount = |c| all.get(c).unwrap().mount.dir.clone();
+    let (mem_mount, blkio_mount) = (mount(Controller::Memory), mount(Controller::Io));
+    let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    // The same cgroup path in every hierarchy: --cgroup-parent names the cpu one, and tact uses
+    // the same path in the memory and blkio hierarchies (and for its cpuacct mirror).
+    let name = "diskmem";
+    let mut parents = vec![
+        TestCgroup::create(&hier.cpu.dir, name),
+        TestCgroup::create(&mem_mount, name),
+        TestCgroup::create(&blkio_mount, name),
+    ];
+    if let Some(a) = hier.cpuacct.as_ref().filter(|a| a.dir != hier.cpu.dir) {
+        parents.push(TestCgroup::create(&a.dir, name));
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("data");
+    std::fs::write(&file, vec![7u8; 4 << 20]).unwrap();
+    let setup = write(dir.path(), "setup.toml", &disk_mem_setup(&file));
+    let log = dir.path().join("log.jsonl");
+    let mut c = tact();
+    c.args(["tickets", "run"])
+        .arg(&setup)
+        .args(["--backend", "cgroup", "--duration", "4s"])
+        .arg("--cgroup-parent")
+        .arg(&parents[0].0)
+        .arg("--json-log")
+        .arg(&log)
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap();
+    let top = |mount: &Path| {
+        mount
+            .join(parents[0].0.file_name().unwrap())
+            .join(format!("tact-tickets-{}", child.id()))
+    };
+    let knob = |mount: &Path, job: usize, file: &str| {
+        std::fs::read_to_string(top(mount).join(format!("job{job}")).join(file))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    // Read back while it runs: the knobs are written before the jobs are let go.
+    let want_disk = ["1000", "250", "100"];
+    let want_mem = ["67108864", "16777216"];
+    wait_for(Duration::from_secs(60), "the knobs written", || {
+        (0..3).all(|j| knob(&blkio_mount, j, "blkio.bfq.weight") == want_disk[j])
+            && (0..2).all(|j| knob(&mem_mount, j, "memory.soft_limit_in_bytes") == want_mem[j])
+    });
+    // f's soft limit is the kernel's default (unlimited), untouched.
+    let unlimited: u64 = knob(&mem_mount, 2, "memory.soft_limit_in_bytes")
+        .parse()
+        .unwrap();
+    assert!(unlimited > 1 << 60, "{unlimited}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for p in &parents {
+        assert!(
+            p.leftovers().is_empty(),
+            "left in {:?}: {:?}",
+            p.0,
+            p.leftovers()
+        );
+    }
+    // Where the weights act depends on this machine's schedulers; that it is said does not.
+    let said = stderr.lines().find(|l| l.starts_with("tact: disk: "));
+    assert!(
+        said.is_some_and(|l| l.contains("blkio.bfq.weight")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("memory.soft_limit_in_bytes is not a floor"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("is not a floor").count(),
+        1,
+        "said once: {stderr}"
+    );
+
+    let ran = Ran::read(out, stderr, &log);
+    let job = |line: &Value, name: &str| -> Value {
+        line["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let last = ran.intervals.last().expect("intervals");
+    let (d, e, f) = (job(last, "d"), job(last, "e"), job(last, "f"));
+    assert_eq!(d["weight"]["disk"], 1000, "{d}");
+    assert_eq!(e["weight"]["disk"], 250, "{e}");
+    assert_eq!(d["weight"]["mem"], 67108864, "{d}");
+    assert_eq!(e["weight"]["mem"], 16777216, "{e}");
+    assert!(
+        (d["rights"]["mem"].as_f64().unwrap() - 67108864.0).abs() < 1.0,
+        "{d}"
+    );
+    assert!(
+        (d["rights"]["disk"].as_f64().unwrap() - 600.0).abs() < 1e-9,
+        "{d}"
+    );
+    assert_eq!(d["active"]["mem"], true, "{d}");
+    assert!(d["mem_bytes"].is_u64() && d["disk_bytes"].is_u64(), "{d}");
+    // f holds neither: no disk or memory fields at all.
+    assert!(
+        f["weight"].get("disk").is_none() && f.get("mem_bytes").is_none(),
+        "{f}"
+    );
+    // d's reader was seen with I/O outstanding, and moved bytes; e, asleep once started (its
+    // exec may have read), was not in the second half.
+    assert!(
+        ran.intervals
+            .iter()
+            .any(|l| job(l, "d")["active"]["disk"] == true),
+        "d never had disk I/O outstanding"
+    );
+    let half = ran.intervals.len() / 2;
+    assert!(ran.intervals[half..]
+        .iter()
+        .all(|l| job(l, "e")["active"]["disk"] == false));
+    let jobs = ran.summary["jobs"].as_array().unwrap();
+    assert!(
+        jobs[0]["disk_bytes"].as_u64().unwrap() > 0,
+        "{}",
+        ran.summary
+    );
+    assert!((jobs[0]["expected"]["mem"].as_f64().unwrap() - 67108864.0).abs() < 1.0);
+    assert!(jobs[0]["achieved"]["mem"].is_f64(), "{}", ran.summary);
+    assert!(
+        jobs[0]["achieved"]["disk"].as_f64().unwrap() > 0.9,
+        "{}",
+        ran.summary
+    );
+    assert!(ran.stderr.contains("disk exp") && ran.stderr.contains("mem floor"));
+    assert_all_ended(&ran.intervals);
+}
+
+#[test]
+fn the_signals_backend_says_it_applies_cpu_rights_only() {
+    let runtime = tempfile::tempdir().unwrap();
+    let setup = disk_mem_setup(Path::new("/dev/null"));
+    let (c, log) = signals_on_one_cpu(&setup, &["--duration", "1s"], runtime.path());
+    let (out, _, stderr) = run(c);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for r in ["disk", "mem"] {
+        assert!(
+            stderr.contains(&format!(
+                "the signals backend enforces CPU rights only: the {r} tickets of d, e are not applied"
+            )),
+            "{stderr}"
+        );
+    }
+    // Nothing about disk or memory is logged as if applied.
+    let ran = Ran::read(out, stderr, &log);
+    for line in &ran.intervals {
+        for j in line["jobs"].as_array().unwrap() {
+            assert!(
+                j["weight"].get("disk").is_none() && j["weight"].get("mem").is_none(),
+                "{j}"
+            );
+        }
     }
     assert_all_ended(&ran.intervals);
 }

@@ -17,6 +17,7 @@ use tact_proto::{
 
 use super::permission::{may_register, Refusal};
 use super::registry::{NewJob, Peer, Registry, Turn};
+use super::tickets::Tickets;
 
 /// A client that does not take its reply within this long is dropped (its jobs with it).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,14 +32,17 @@ pub struct Shared {
     /// Signalled whenever the turn may have changed hands.
     turn: Condvar,
     procs: ProcReader,
+    /// The tickets model, behind its own lock: its requests never hold up the run turn.
+    tickets: Tickets,
 }
 
 impl Shared {
-    pub fn new(registry: Registry) -> Self {
+    pub fn new(registry: Registry, tickets: Tickets) -> Self {
         Shared {
             registry: Mutex::new(registry),
             turn: Condvar::new(),
             procs: ProcReader::new(),
+            tickets,
         }
     }
 
@@ -164,6 +168,7 @@ fn handle(
             shared.turn.notify_all();
             done.map(|()| ok_line(&Done {}))
         }
+        Request::Tickets(request) => shared.tickets.handle(request, peer),
     })
 }
 

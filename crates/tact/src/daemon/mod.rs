@@ -10,7 +10,8 @@
 //! * [`registry`] is the shared state: jobs, the turn, leases (pure, time passed in);
 //! * [`permission`] decides who may register which process and control which job;
 //! * [`duty`] measures each job's share of the last minute; [`metrics`] exports it all;
-//! * [`status`] is the `tact status` client command.
+//! * [`status`] is the `tact status` client command;
+//! * [`tickets`] holds the tickets model (spec tickets.md §6), persisted, served to clients.
 //!
 //! Threads rather than an async runtime: a daemon with a handful of clients, each of which
 //! mostly waits, reads best as straight-line code per connection around one mutex and condvar.
@@ -22,6 +23,7 @@ mod permission;
 mod registry;
 mod socket;
 pub mod status;
+mod tickets;
 
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -50,8 +52,16 @@ pub fn run(args: &DaemonArgs) -> Result<i32> {
     signals
         .thread_block()
         .context("cannot block termination signals")?;
+    // Before binding: a daemon that cannot load its tickets must not take the socket.
+    let tickets_path = args
+        .tickets_state
+        .clone()
+        .unwrap_or_else(|| tickets::default_path(root));
+    let tickets = tickets::Tickets::load(tickets_path)?;
     let bound = socket::bind(&path, root)?;
-    let shared = Arc::new(Shared::new(Registry::new(args.lease, Instant::now())));
+    eprintln!("tact daemon: tickets state {}", tickets.path().display());
+    let registry = Registry::new(args.lease, Instant::now());
+    let shared = Arc::new(Shared::new(registry, tickets));
     eprintln!(
         "tact daemon: listening on {} (lease {:?})",
         path.display(),

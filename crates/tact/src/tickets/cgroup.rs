@@ -1,18 +1,37 @@
 //! The cgroup backend of `tact tickets run`, in the flat layout (spec §4 "Compiling": always
-//! allowed): one cgroup per job under a tact-owned directory, weighted ∝ the job's rights and
-//! rewritten whenever which jobs compete changes. The kernel counts only runnable siblings too,
-//! but a currency's value must flow to its *competing* jobs, across currencies, which static
-//! sibling weights cannot do: hence the flat layout and the polling.
+//! allowed): one cgroup per job under a tact-owned directory (a [`KnobTree`] over the cpu
+//! controller, and the memory and io/blkio ones when some job holds tickets of them), with
+//!
+//! - CPU weights ∝ the job's CPU rights, rewritten whenever which jobs compete changes. The
+//!   kernel counts only runnable siblings too, but a currency's value must flow to its
+//!   *competing* jobs, across currencies, which static sibling weights cannot do: hence the flat
+//!   layout and the polling;
+//! - disk weights ∝ its disk rights, for the jobs holding disk tickets, rewritten as jobs start
+//!   and stop having I/O outstanding ([`super::disk`]);
+//! - memory protection = its memory rights in bytes, for the jobs holding memory tickets: v2
+//!   `memory.min` when every funding path is hard from the base, else `memory.low`; v1
+//!   `memory.soft_limit_in_bytes`, which is not a floor (said once). Memory tickets stay active
+//!   while held (spec §2.3), so these change only when a job is gone.
+//!
+//! Jobs without tickets of a resource keep the kernel's defaults for it.
 
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use tact_linux::actuate::cgroup_cpu::{CpuGroups, CpuHierarchy, EntityId};
+use anyhow::{anyhow, Context, Result};
+use tact_core::tickets::compile::{WeightRange, BFQ_WEIGHT, IO_WEIGHT_V2};
+use tact_core::tickets::{PerResource, Resource};
+use tact_linux::actuate::cgroup_cpu::CpuHierarchy;
+use tact_linux::actuate::cgroup_knobs::{
+    Controller, DiskKnob, Hierarchies, KnobTree, KnobWrite, MemProtection, NodeId,
+};
 use tact_linux::timer::Ticker;
+use tact_linux::{JobTree, ProcReader};
 
+use super::disk::{self, DiskActivity};
 use super::enforce::{end_jobs, End};
+use super::report::Held;
 use super::rights::Rights;
 use crate::jobs::events::{Event, Events};
 use crate::share::group::{Job, MemberIds};
@@ -23,9 +42,12 @@ const RESCAN: Duration = Duration::from_secs(1);
 
 /// Creates the cgroups, drives the jobs until the run ends, ends the jobs still running and
 /// removes the cgroups, on every path (a cgroup with processes in it cannot be removed).
+/// `cpu_range` is the CPU weight range of `hier`.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     jobs: &mut [Job],
     hier: CpuHierarchy,
+    cpu_range: WeightRange,
     parent: Option<&Path>,
     rights: &mut Rights,
     (interval, duration): (Duration, Option<Duration>),
@@ -33,8 +55,8 @@ pub fn run(
     events: &mut Events,
 ) -> Result<End> {
     let name = format!("tact-tickets-{}", std::process::id());
-    let mut groups = match CpuGroups::create(hier, &name, parent) {
-        Ok(g) => g,
+    let mut tree = match create_tree(&hier, parent, &name, rights) {
+        Ok(t) => t,
         Err(e) => {
             let e = Err(e).context("--backend cgroup");
             end_jobs(jobs, &e);
@@ -42,24 +64,96 @@ pub fn run(
         }
     };
     let mut drive = Drive {
-        groups: &mut groups,
-        entities: Vec::new(),
-        weights: Vec::new(),
+        tree: &mut tree,
+        reader: ProcReader::new(),
+        nodes: Vec::new(),
+        cpu_range,
+        cpu: Vec::new(),
+        disk: None,
+        mem: Vec::new(),
+        told_clamped: vec![false; jobs.len()],
     };
     let result = drive.drive(jobs, rights, interval, duration, safety, events);
     end_jobs(jobs, &result);
-    let teardown = groups.teardown();
+    let teardown = tree.teardown();
     let end = result?;
     teardown.context("cannot remove tact's cgroups")?;
     Ok(end)
 }
 
-struct Drive<'g> {
-    groups: &'g mut CpuGroups,
+/// The tree over the cpu controller and, where some job holds tickets of them and the kernel
+/// has them, the memory and io controllers. A missing one is said, and its resource left out.
+fn create_tree(
+    hier: &CpuHierarchy,
+    parent: Option<&Path>,
+    name: &str,
+    rights: &mut Rights,
+) -> Result<KnobTree> {
+    let hierarchies = Hierarchies::detect()?;
+    let mut controllers = vec![Controller::Cpu];
+    for (r, c) in [
+        (Resource::Mem, Controller::Memory),
+        (Resource::Disk, Controller::Io),
+    ] {
+        if !rights.any_holds(r) {
+            continue;
+        }
+        match hierarchies.get(c) {
+            Ok(_) => controllers.push(c),
+            Err(e) => {
+                eprintln!(
+                    "tact: the {r} tickets of {} are not applied: {e}",
+                    rights.holders(r).join(", ")
+                );
+                rights.not_applied(r);
+            }
+        }
+    }
+    let under = parent.map(|dir| cgroup_path(hier, dir)).transpose()?;
+    Ok(KnobTree::create(
+        &hierarchies,
+        &controllers,
+        name,
+        under.as_deref(),
+    )?)
+}
+
+/// The cgroup path (as `/proc/PID/cgroup` writes it) of `dir`, a directory of the cpu
+/// hierarchy: the same path is the parent in the memory and io hierarchies too (on v2 it is the
+/// same directory).
+fn cgroup_path(hier: &CpuHierarchy, dir: &Path) -> Result<String> {
+    let rel = dir.strip_prefix(&hier.cpu.dir).map_err(|_| {
+        anyhow!(
+            "--cgroup-parent {}: not under the cpu hierarchy mounted at {}",
+            dir.display(),
+            hier.cpu.dir.display()
+        )
+    })?;
+    let root = hier.cpu.root.trim_end_matches('/');
+    Ok(format!("{root}/{}", rel.display()))
+}
+
+/// The disk side: its knob file, and what each job's holds.
+struct DiskKnobs {
+    knob: DiskKnob,
+    range: WeightRange,
+    activity: DiskActivity,
+    written: Vec<Option<u64>>,
+}
+
+struct Drive<'t> {
+    tree: &'t mut KnobTree,
+    reader: ProcReader,
     /// Each job's cgroup.
-    entities: Vec<EntityId>,
+    nodes: Vec<NodeId>,
+    cpu_range: WeightRange,
     /// What each job's cgroup holds.
-    weights: Vec<u64>,
+    cpu: Vec<u64>,
+    disk: Option<DiskKnobs>,
+    /// The memory protection written, per job holding memory tickets.
+    mem: Vec<Option<u64>>,
+    /// Per job: its disk weight was clamped, and the user was told.
+    told_clamped: Vec<bool>,
 }
 
 impl Drive<'_> {
@@ -75,13 +169,15 @@ impl Drive<'_> {
         let mut members = MemberIds::default();
         for (i, job) in jobs.iter_mut().enumerate() {
             // Named by index: job names are the user's text, cgroup names path components.
-            let (e, _) = self.groups.add_entity(&format!("job{i}"), 1)?;
-            self.entities.push(e);
+            let node = self.tree.add_node(KnobTree::ROOT, &format!("job{i}"))?;
+            self.nodes.push(node);
             job.arrive(&mut members)?;
             safety.protect(job)?;
-            self.groups.move_tree(e, job.tree())?;
+            self.move_tree(node, job.tree())?;
         }
-        self.write(rights.weights())?;
+        self.setup_disk(rights)?;
+        self.mem = vec![None; jobs.len()];
+        self.write(rights)?;
         for job in jobs.iter_mut() {
             job.let_go();
         }
@@ -89,7 +185,7 @@ impl Drive<'_> {
         let mut ticker = Ticker::new(interval)?;
         let mut last_scan = Instant::now();
         let mut ignored = Vec::new();
-        let mut active = vec![true; jobs.len()];
+        let mut active = PerResource::from_fn(|_| vec![true; jobs.len()]);
         loop {
             if jobs.iter().all(|j| j.gone) {
                 return Ok(End::Exited);
@@ -124,39 +220,187 @@ impl Drive<'_> {
                     if !job.gone && (changed || scan_all) {
                         // Children inherit the cgroup, but one forked while its parent was
                         // being moved may have stayed behind.
-                        self.groups.move_tree(self.entities[i], job.tree())?;
+                        self.move_tree(self.nodes[i], job.tree())?;
                     }
                 }
-                active[i] = now;
+                active[Resource::Cpu][i] = now;
+                if let Some(d) = self
+                    .disk
+                    .as_mut()
+                    .filter(|_| rights.holds(Resource::Disk, i))
+                {
+                    active[Resource::Disk][i] = d.activity.active(i, job);
+                }
+                // Memory tickets are held until the job is gone.
+                active[Resource::Mem][i] = !job.gone;
             }
             ignored.clear();
-            rights.set_active(&active)?;
-            self.write(rights.weights())?;
-            rights.interval(jobs, &self.weights)?;
+            for r in Resource::ALL {
+                rights.set_active(r, &active[r])?;
+            }
+            self.write(rights)?;
+            let held = self.held(rights);
+            rights.interval(jobs, held)?;
         }
     }
 
-    /// Writes the weights that changed.
-    fn write(&mut self, weights: Vec<u64>) -> Result<()> {
-        for (i, &w) in weights.iter().enumerate() {
-            if self.weights.get(i) != Some(&w) {
-                // The quantized weights span the range (the largest right is at its top), so
-                // the share scaling of `CpuGroups` writes them unchanged.
-                self.groups.set_share(self.entities[i], w)?;
+    /// Finds the disk weight file and tells where it acts; without one, the disk tickets are
+    /// not applied, and the user is told why.
+    fn setup_disk(&mut self, rights: &mut Rights) -> Result<()> {
+        if self.tree.version(Controller::Io).is_err() {
+            return Ok(());
+        }
+        let Some(first) = (0..self.nodes.len()).find(|&i| rights.holds(Resource::Disk, i)) else {
+            return Ok(());
+        };
+        match self.tree.disk_knob(self.nodes[first]) {
+            Ok(knob) => {
+                eprintln!(
+                    "tact: disk: {}",
+                    disk::where_weights_act(knob, &disk::disks(Path::new("/sys/block")))
+                );
+                self.disk = Some(DiskKnobs {
+                    knob,
+                    range: if knob == DiskKnob::IoWeight {
+                        IO_WEIGHT_V2
+                    } else {
+                        BFQ_WEIGHT
+                    },
+                    activity: DiskActivity::new(self.nodes.len()),
+                    written: vec![None; self.nodes.len()],
+                });
+            }
+            Err(e) => {
+                eprintln!(
+                    "tact: the disk tickets of {} are not applied: {e}",
+                    rights.holders(Resource::Disk).join(", ")
+                );
+                rights.not_applied(Resource::Disk);
             }
         }
-        let written = self.groups.weights();
-        self.weights = self
-            .entities
-            .iter()
-            .map(|e| {
-                written
-                    .iter()
-                    .find(|w| w.entity == *e)
-                    .map_or(0, |w| w.weight)
-            })
-            .collect();
         Ok(())
+    }
+
+    /// Writes the knobs that changed: CPU weights for every job, disk weights and memory
+    /// protections for the jobs holding tickets of them.
+    fn write(&mut self, rights: &Rights) -> Result<()> {
+        let cpu = rights.weights(Resource::Cpu, self.cpu_range);
+        for (i, &w) in cpu.iter().enumerate() {
+            if self.cpu.get(i) != Some(&w) {
+                self.tree.set_cpu_weight(self.nodes[i], w)?;
+            }
+        }
+        self.cpu = cpu;
+        if let Some(d) = self.disk.as_mut() {
+            let compiled = rights.compiled(Resource::Disk, d.range);
+            for (i, c) in compiled.iter().enumerate() {
+                if !rights.holds(Resource::Disk, i) || d.written[i] == Some(c.weight) {
+                    continue;
+                }
+                self.tree.set_disk_weight(self.nodes[i], c.weight)?;
+                d.written[i] = Some(c.weight);
+                if c.clamped && !self.told_clamped[i] {
+                    self.told_clamped[i] = true;
+                    eprintln!(
+                        "tact: {}'s disk rights are below the range of {} ({}-{}) next to the \
+                         largest: its weight is clamped to {}, more than its share",
+                        rights.name(i),
+                        d.knob.file(),
+                        d.range.min,
+                        d.range.max,
+                        c.weight
+                    );
+                }
+            }
+        }
+        if self.tree.version(Controller::Memory).is_ok() {
+            for i in 0..self.nodes.len() {
+                if !rights.holds(Resource::Mem, i) {
+                    continue;
+                }
+                let bytes = rights.rights(i, Resource::Mem).round().max(0.0) as u64;
+                if self.mem[i] == Some(bytes) {
+                    continue;
+                }
+                let p = if bytes == 0 {
+                    MemProtection::None
+                } else if rights.hard_all_the_way(i, Resource::Mem) {
+                    MemProtection::Hard(bytes)
+                } else {
+                    MemProtection::Soft(bytes)
+                };
+                let writes = self.tree.set_mem_protection(self.nodes[i], p)?;
+                let first = self.mem.iter().all(Option::is_none);
+                self.mem[i] = Some(bytes);
+                if first {
+                    tell_mem(&writes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the knobs hold now, and each job's disk bytes and memory use.
+    fn held(&self, rights: &Rights) -> Held {
+        let mut held = Held::cpu_only(self.cpu.clone());
+        for (i, &node) in self.nodes.iter().enumerate() {
+            if let Some(d) = &self.disk {
+                held.disk[i] = d.written[i];
+                if d.written[i].is_some() {
+                    held.disk_bytes[i] =
+                        self.tree.disk_bytes(node).map(|b| b.read + b.written).ok();
+                }
+            }
+            if rights.holds(Resource::Mem, i) {
+                held.mem[i] = self.mem[i];
+                if self.mem[i].is_some() {
+                    held.mem_bytes[i] = self.tree.mem_usage_bytes(node).ok();
+                }
+            }
+        }
+        held
+    }
+
+    /// Moves the live members of a job's tree that are not in `node` yet into it. Members
+    /// already there are left alone, so a child forked inside is never remembered as coming
+    /// from there (teardown moves it to the base).
+    fn move_tree(&mut self, node: NodeId, tree: &JobTree) -> Result<()> {
+        let inside = self.tree.pids(node)?;
+        for id in tree.members() {
+            if inside.contains(&id.pid) {
+                continue;
+            }
+            let alive = |r: &ProcReader| {
+                r.stat(id.pid)
+                    .is_ok_and(|s| s.start_time == id.start_time && !s.is_dead())
+            };
+            if !alive(&self.reader) {
+                continue;
+            }
+            match self.tree.move_pid(node, id.pid) {
+                Ok(()) => {}
+                // It exited between the check and the move.
+                Err(_) if !alive(&self.reader) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Says once which memory knob holds the floors, and what it does not do.
+fn tell_mem(writes: &[KnobWrite]) {
+    let files: Vec<String> = writes
+        .iter()
+        .filter_map(|w| w.file.file_name())
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
+    eprintln!(
+        "tact: memory: rights in bytes written to {}",
+        files.join(" and ")
+    );
+    if let Some(caveat) = writes.iter().find_map(|w| w.caveat) {
+        eprintln!("tact: memory: {caveat}");
     }
 }
 

@@ -1,6 +1,6 @@
-//! `tact tickets run`: starts the setup's jobs, enforces their CPU rights with a backend
-//! ([`super::cgroup`] or [`super::signals`]) until the run ends, ends the jobs still running and
-//! reports.
+//! `tact tickets run`: starts the setup's jobs, enforces their rights with a backend until the
+//! run ends, ends the jobs still running and reports. [`super::cgroup`] applies CPU, disk and
+//! memory rights; [`super::signals`] the CPU rights only, and says so when the setup has more.
 //!
 //! Jobs start held at their gate and under the watchdog, as in `tact share` (whose job handling this
 //! reuses), so no exit path leaves one stopped.
@@ -15,7 +15,7 @@ use tact_core::tickets::Resource;
 use tact_linux::actuate::affinity;
 use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
 
-use super::report::{Cpu, JobSummary, Summary};
+use super::report::{JobSummary, Res, Summary};
 use super::rights::Rights;
 use super::setup::Setup;
 use super::show::{everyone_active, paths_line};
@@ -82,7 +82,19 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
         .as_deref()
         .map(JsonLines::create)
         .transpose()?;
-    let mut rights = Rights::new(&setup, range, log.as_mut())?;
+    let mut rights = Rights::new(&setup, log.as_mut())?;
+    if matches!(chosen, Chosen::Signals) {
+        for r in [Resource::Disk, Resource::Mem] {
+            if rights.any_holds(r) {
+                eprintln!(
+                    "tact: the signals backend enforces CPU rights only: the {r} tickets of {} \
+                     are not applied (--backend cgroup applies them, as root)",
+                    rights.holders(r).join(", ")
+                );
+                rights.not_applied(r);
+            }
+        }
+    }
     // Signals are read from a signalfd from before the first job starts, and the watchdog is
     // there before it too.
     let mut events = Events::new()?;
@@ -90,7 +102,7 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
     let specs = setup
         .jobs
         .iter()
-        .zip(rights.weights())
+        .zip(rights.weights(Resource::Cpu, range))
         .map(|(j, share)| JobSpec {
             shares: share,
             what: What::Command(j.command.clone()),
@@ -103,6 +115,7 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
         Chosen::Cgroup(hier) => super::cgroup::run(
             &mut jobs,
             hier,
+            range,
             args.cgroup_parent.as_deref(),
             &mut rights,
             (args.interval, args.duration),
@@ -113,7 +126,7 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
             let mut signals = Signals {
                 interval: args.interval,
                 duration: args.duration,
-                shares: rights.weights(),
+                shares: rights.weights(Resource::Cpu, range),
                 rights: &mut rights,
                 timed_out: false,
             };
@@ -152,7 +165,6 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
             result
         }
     };
-    let average = std::mem::take(&mut rights.average);
     let released = safety.release(&mut jobs);
     for job in &mut jobs {
         job.refresh_totals();
@@ -174,10 +186,16 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
                 tickets: everyone
                     .explain_path(s.id, Resource::Cpu)
                     .map_or_else(|e| e.to_string(), |e| paths_line(&everyone, &e)),
-                expected: Cpu { cpu: average.of(i) },
-                achieved: Cpu {
-                    cpu: (total_ns > 0).then(|| job.consumed_ns() as f64 / total_ns as f64),
+                expected: rights.expected_summary(i),
+                achieved: {
+                    let (disk, mem) = rights.achieved_disk_mem(i);
+                    Res {
+                        cpu: (total_ns > 0).then(|| job.consumed_ns() as f64 / total_ns as f64),
+                        disk,
+                        mem,
+                    }
                 },
+                disk_bytes: rights.last.disk_bytes[i],
                 cpu_ns: job.consumed_ns(),
                 exit: match (&job.exit, job.gone) {
                     (Some(s), _) => describe(*s),

@@ -1,20 +1,25 @@
-//! `tact tickets`: CPU rights from currencies and tickets (spec tickets.md; Sullivan & Seltzer),
-//! given in a setup file and enforced on real jobs.
+//! `tact tickets`: CPU, disk and memory rights from currencies and tickets (spec tickets.md;
+//! Sullivan & Seltzer), given in a setup file and enforced on real jobs.
 //!
 //! - [`setup`]: the setup file (TOML) read into a tickets model, with errors naming the field.
 //! - [`show`]: `check` and `explain`, as tables or JSON.
 //! - [`enforce`]: `run`: starts the jobs, enforces with a backend, ends them, reports.
-//! - [`rights`]: activity to rights to a backend's weights, interval by interval.
-//! - [`cgroup`]: the cgroup backend: one cgroup per job weighted ∝ its rights.
-//! - [`signals`]: the signals backend: `tact share`'s ALPS with shares ∝ the rights.
+//! - [`rights`]: activity to rights to a backend's weights, per resource, interval by interval.
+//! - [`cgroup`]: the cgroup backend: one cgroup per job with CPU and disk weights ∝ its rights
+//!   and its memory rights as protection.
+//! - [`disk`]: which jobs have disk I/O outstanding, and which disks the disk weights act on.
+//! - [`signals`]: the signals backend: `tact share`'s ALPS with shares ∝ the CPU rights.
 //! - [`report`]: the per-interval JSON log and the final table.
+//! - [`client`]: the subcommands that change and query the daemon's live model.
 
 mod cgroup;
+mod client;
+mod disk;
 mod enforce;
 mod report;
 mod rights;
 mod setup;
-mod show;
+pub(crate) mod show;
 mod signals;
 
 use std::path::Path;
@@ -29,6 +34,9 @@ const BAD_SETUP: i32 = 2;
 
 pub fn run(args: &TicketsArgs) -> Result<i32> {
     let machine = this_machine()?;
+    if let Some(result) = client::run(&args.command, machine.page_size) {
+        return result;
+    }
     let load = |path: &Path| {
         Setup::load(path, &machine).map_err(|e| {
             eprintln!("tact: {e}");
@@ -43,10 +51,12 @@ pub fn run(args: &TicketsArgs) -> Result<i32> {
             Ok(0)
         }
         TicketsCommand::Explain {
-            setup: path,
-            job,
+            target,
+            job: Some(job),
             json,
+            ..
         } => {
+            let path = Path::new(target);
             let Ok(setup) = load(path) else {
                 return Ok(BAD_SETUP);
             };
@@ -68,13 +78,14 @@ pub fn run(args: &TicketsArgs) -> Result<i32> {
             };
             enforce::run(setup, run)
         }
+        _ => unreachable!("the daemon's subcommands are client::run's"),
     }
 }
 
 /// The page size, and the memory tact may reserve: spec §4, MemTotal less the kernel's
 /// unreclaimable memory (unreclaimable slab, kernel stacks, page tables) and the free headroom
 /// the kernel keeps (`vm.min_free_kbytes`).
-fn this_machine() -> Result<Machine> {
+pub(crate) fn this_machine() -> Result<Machine> {
     // SAFETY: sysconf has no preconditions.
     let page_size = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
     let meminfo = std::fs::read_to_string("/proc/meminfo").context("cannot read /proc/meminfo")?;

@@ -6,6 +6,16 @@ use tact_core::tickets::{CurrencyId, Explanation, FundingPath, Hop, Kind, Model,
 
 use super::setup::{JobSetup, Setup};
 
+/// The columns of a funding path's hops, offline (`explain SETUP JOB`) and from the daemon.
+pub(crate) const HOP_HEADER: [&str; 6] = [
+    "ticket",
+    "issuer -> holder",
+    "amount",
+    "A(issuer)",
+    "V(issuer)",
+    "factor",
+];
+
 /// The setup's model with every job competing for every resource: the state `R*` describes, and
 /// the one `check` and `explain` show.
 pub fn everyone_active(setup: &Setup) -> Model {
@@ -180,14 +190,7 @@ pub fn explain(setup: &Setup, job: &JobSetup, json: bool) -> String {
                 path_line(&model, p),
                 p.contribution()
             ));
-            let mut rows = vec![[
-                "ticket".to_string(),
-                "issuer -> holder".into(),
-                "amount".into(),
-                "A(issuer)".into(),
-                "V(issuer)".into(),
-                "factor".into(),
-            ]];
+            let mut rows = vec![HOP_HEADER.map(String::from)];
             for h in &p.hops {
                 rows.push([
                     h.ticket.map_or("self".into(), |t| t.to_string()),
@@ -233,18 +236,20 @@ fn hop_json(model: &Model, h: &Hop) -> Value {
 }
 
 /// Left-aligned columns, two spaces apart; the last column is not padded.
-pub fn table<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut widths = [0usize; N];
+pub fn table<R: AsRef<[String]>>(rows: &[R]) -> String {
+    let n = rows.iter().map(|r| r.as_ref().len()).max().unwrap_or(0);
+    let mut widths = vec![0usize; n];
     for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
+        for (w, cell) in widths.iter_mut().zip(row.as_ref()) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut out = String::new();
     for row in rows {
+        let row = row.as_ref();
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
-            if i + 1 == N {
+            if i + 1 == row.len() {
                 line.push_str(cell);
             } else {
                 line.push_str(&format!("{cell:<w$}  ", w = widths[i]));

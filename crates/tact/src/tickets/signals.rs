@@ -12,7 +12,9 @@ use std::time::Duration;
 use anyhow::Result;
 use tact_core::share::{Alps, EntityId};
 use tact_core::tickets::compile::WeightRange;
+use tact_core::tickets::Resource;
 
+use super::report::Held;
 use super::rights::Rights;
 use crate::share::alps::Retune;
 use crate::share::group::Job;
@@ -51,15 +53,15 @@ impl Retune for Signals<'_, '_> {
             .iter()
             .map(|j| !j.gone && alps.entity(j.id).is_some_and(|e| !e.blocked))
             .collect();
-        self.rights.set_active(&active)?;
-        let shares = self.rights.weights();
+        self.rights.set_active(Resource::Cpu, &active)?;
+        let shares = self.rights.weights(Resource::Cpu, ALPS_SHARES);
         let changed = jobs
             .iter()
             .zip(shares.iter().zip(&self.shares))
             .filter(|(j, (new, old))| new != old && !j.gone)
             .map(|(j, (new, _))| (j.id, *new))
             .collect();
-        self.rights.interval(jobs, &shares)?;
+        self.rights.interval(jobs, Held::cpu_only(shares.clone()))?;
         self.shares = shares;
         Ok(Some(changed))
     }
