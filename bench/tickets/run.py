@@ -285,8 +285,9 @@ def main():
     ap.add_argument("--from-results", help="report on a saved e1.json or e1.partial.jsonl")
     args = ap.parse_args()
     if args.self_test:
-        import e3   # E3 has its own harness (e3.py); its arithmetic is checked here too
-        return self_test() or e3.self_test()
+        import e3   # E3 and E4 have their own harnesses (e3.py, e4.py); their arithmetic is checked here too
+        import e4
+        return self_test() or e3.self_test() or e4.self_test()
     if args.from_results:
         return from_results(args.from_results, args.out)
 

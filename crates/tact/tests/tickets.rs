@@ -731,3 +731,159 @@ fn the_signals_backend_says_it_applies_cpu_rights_only() {
     }
     assert_all_ended(&ran.intervals);
 }
+
+/// Spec E4's setup with n = 300: spinners D and S, readers I and H, each funded 1000 CPU and
+/// 1000 disk from the base; D gives I 300 disk for 300 CPU.
+const E4: &str = r#"
+[[job]]
+name = "D"
+command = "x"
+funding = [{ from = "base", cpu = 1000, disk = 1000 }]
+
+[[job]]
+name = "S"
+command = "x"
+funding = [{ from = "base", cpu = 1000, disk = 1000 }]
+
+[[job]]
+name = "I"
+command = "x"
+funding = [{ from = "base", cpu = 1000, disk = 1000 }]
+
+[[job]]
+name = "H"
+command = "x"
+funding = [{ from = "base", cpu = 1000, disk = 1000 }]
+
+[[exchange]]
+a = "D"
+a_gives = { disk = 300 }
+b = "I"
+b_gives = { cpu = 300 }
+"#;
+
+#[test]
+fn check_and_explain_show_an_exchange_and_a_bad_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = write(dir.path(), "e4.toml", E4);
+    let s = setup.to_str().unwrap();
+
+    let (out, stdout, stderr) = run(tickets(&["check", s], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = |job: &str, r: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq([job, r]))
+            .unwrap_or_else(|| panic!("no {job} {r} line:\n{stdout}"))
+            .to_string()
+    };
+    // Everyone competing: 4000 of each resource, of which D holds 1300 CPU and 700 disk.
+    for (job, r, rights, share, tickets) in [
+        (
+            "D",
+            "cpu",
+            "1300.0",
+            "32.50%",
+            "base -1000-> D + exchange x0 with I: +300",
+        ),
+        (
+            "D",
+            "disk",
+            "700.0",
+            "17.50%",
+            "base -1000-> D + exchange x0 with I: -300",
+        ),
+        (
+            "I",
+            "cpu",
+            "700.0",
+            "17.50%",
+            "base -1000-> I + exchange x0 with D: -300",
+        ),
+        (
+            "I",
+            "disk",
+            "1300.0",
+            "32.50%",
+            "base -1000-> I + exchange x0 with D: +300",
+        ),
+        ("S", "cpu", "1000.0", "25.00%", "base -1000-> S"),
+        ("H", "disk", "1000.0", "25.00%", "base -1000-> H"),
+    ] {
+        let l = line(job, r);
+        assert!(
+            l.contains(rights) && l.contains(share) && l.ends_with(tickets),
+            "{l}"
+        );
+    }
+    assert!(
+        stdout.contains("exchange x0: D gives 300 of disk to I for 300 of cpu"),
+        "{stdout}"
+    );
+    let (out, stdout, stderr) = run(tickets(&["check", s, "--json"], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        v["exchanges"],
+        serde_json::json!([{ "id": "x0", "a": "D", "a_gives": { "disk": 300 },
+                             "b": "I", "b_gives": { "cpu": 300 } }])
+    );
+
+    // explain: the exchange ticket is its own path, and the factors still multiply out to R.
+    let (out, stdout, stderr) = run(tickets(&["explain", s, "I", "--json"], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["exchanges"][0]["id"], "x0");
+    for res in v["resources"].as_array().unwrap() {
+        let paths = res["paths"].as_array().unwrap();
+        let total: f64 = paths
+            .iter()
+            .map(|p| {
+                p["hops"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["factor"].as_f64().unwrap())
+                    .product::<f64>()
+            })
+            .sum();
+        assert!(
+            (total - res["rights"].as_f64().unwrap()).abs() < 1e-9,
+            "{res}"
+        );
+        let exchanged: Vec<&Value> = paths
+            .iter()
+            .filter(|p| p["hops"][0]["exchange"] == "x0")
+            .collect();
+        assert_eq!(exchanged.len(), 1, "{res}");
+        let want = if res["resource"] == "cpu" { -300 } else { 300 };
+        assert_eq!(exchanged[0]["hops"][0]["amount"], want, "{res}");
+    }
+    let (out, stdout, stderr) = run(tickets(&["explain", s, "D"], dir.path()));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("D: in exchange x0: D gives 300 of disk to I for 300 of cpu")
+            && stdout.contains("-300 (exchange x0 with I)"),
+        "{stdout}"
+    );
+
+    // D cannot give more disk than its R* (1000).
+    let bad = write(
+        dir.path(),
+        "bad.toml",
+        &E4.replace("disk = 300 }", "disk = 1300 }"),
+    );
+    let b = bad.to_str().unwrap();
+    for args in [vec!["check", b], vec!["run", b, "--duration", "1s"]] {
+        let (out, stdout, stderr) = run(tickets(&args, dir.path()));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{b}: [[exchange]] #1.a_gives.disk = 1300: \"D\" holds rights R* = 1000.0 of disk"
+            )),
+            "{stderr}"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! The setup file of `tact tickets` (docs/tickets.md): the base's hard totals, currencies and jobs
-//! with their funding, in TOML, read into a tickets [`Model`] together with the names of its
-//! currencies. Every error is one line naming the file and the table and field at fault.
+//! with their funding, and exchanges between jobs, in TOML, read into a tickets [`Model`] together
+//! with the names of its currencies. Every error is one line naming the file and the table and
+//! field at fault.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -88,6 +89,8 @@ struct File {
     currency: Vec<CurrencyTable>,
     #[serde(default)]
     job: Vec<JobTable>,
+    #[serde(default)]
+    exchange: Vec<ExchangeTable>,
 }
 
 #[derive(Deserialize, Default)]
@@ -123,6 +126,27 @@ struct Funding {
     mem: Option<toml::Value>,
     #[serde(default)]
     hard: bool,
+}
+
+/// A standing exchange (spec §2.9): job `a` gives what `a_gives` names to job `b`, for what
+/// `b_gives` names. Each side names one resource, in base value.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExchangeTable {
+    a: String,
+    a_gives: Amounts,
+    b: String,
+    b_gives: Amounts,
+}
+
+/// One side of an exchange: exactly one of the three.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Amounts {
+    cpu: Option<i64>,
+    disk: Option<i64>,
+    /// Bytes, or a string with a unit.
+    mem: Option<toml::Value>,
 }
 
 /// Who holds a funding list, for errors.
@@ -180,6 +204,10 @@ impl Builder<'_> {
             for (i, f) in funding.iter().enumerate() {
                 self.fund(&mut model, &holder, i, f)?;
             }
+        }
+        // After all funding: what a job may give is its R*, which the funding decides.
+        for (i, x) in raw.exchange.iter().enumerate() {
+            self.exchange(&mut model, i, x)?;
         }
         Ok(Setup { model, jobs })
     }
@@ -305,6 +333,99 @@ impl Builder<'_> {
                 .map_err(|e| self.error(format!("{at}.{r}: {}", self.explain(model, &e))))?;
         }
         Ok(())
+    }
+
+    /// Carries out `[[exchange]]` number `index` (from 0) on the funded model.
+    fn exchange(
+        &self,
+        model: &mut Model,
+        index: usize,
+        x: &ExchangeTable,
+    ) -> Result<(), SetupError> {
+        let at = format!("[[exchange]] #{}", index + 1);
+        let a = self.participant(&at, "a", &x.a)?;
+        let b = self.participant(&at, "b", &x.b)?;
+        if a == b {
+            return Err(self.error(format!(
+                "{at}: a and b are both {:?}: a job cannot exchange with itself",
+                x.a
+            )));
+        }
+        let give = self.side(&at, "a_gives", &x.a_gives)?;
+        let get = self.side(&at, "b_gives", &x.b_gives)?;
+        if give.0 == get.0 {
+            return Err(self.error(format!(
+                "{at}: a_gives and b_gives are both {}: an exchange trades two different resources",
+                give.0
+            )));
+        }
+        // §2.9: no one may give more than its guaranteed rights R*. The model itself checks only
+        // participants that compete now, and in a setup none does yet.
+        for (field, name, id, (r, n)) in [("a_gives", &x.a, a, give), ("b_gives", &x.b, b, get)] {
+            let guaranteed = model.guaranteed(id, r).map_err(|e| {
+                self.error(format!("{at}.{field}.{r}: {}", self.explain(model, &e)))
+            })?;
+            if n as f64 > guaranteed + 1e-9 * guaranteed.abs().max(1.0) {
+                let earlier = if index > 0 {
+                    " (after the exchanges above this one)"
+                } else {
+                    ""
+                };
+                // `+ 0.0` prints a zero computed as -0 as 0.
+                return Err(self.error(format!(
+                    "{at}.{field}.{r} = {n}: {name:?} holds rights R* = {:.1} of {r}{earlier}, \
+                     so it cannot give {n}",
+                    guaranteed + 0.0
+                )));
+            }
+        }
+        model
+            .create_exchange(a, give, b, get)
+            .map_err(|e| self.error(format!("{at}: {}", self.explain(model, &e))))?;
+        Ok(())
+    }
+
+    /// The job an exchange names in `field`.
+    fn participant(&self, at: &str, field: &str, name: &str) -> Result<CurrencyId, SetupError> {
+        match self.names.get(name) {
+            Some((id, "job")) => Ok(*id),
+            Some((_, table)) => Err(self.error(format!(
+                "{at}.{field}: {name:?} is a [[{table}]]: only jobs exchange (they hold the rights)"
+            ))),
+            None if name == BASE => Err(self.error(format!(
+                "{at}.{field}: {BASE:?} issues the exchange's tickets and cannot be a party to it"
+            ))),
+            None => Err(self.error(format!(
+                "{at}.{field}: unknown job {name:?} (define it in a [[job]] table)"
+            ))),
+        }
+    }
+
+    /// One side of an exchange: exactly one positive amount.
+    fn side(&self, at: &str, field: &str, side: &Amounts) -> Result<(Resource, i64), SetupError> {
+        let mem = side
+            .mem
+            .as_ref()
+            .map(|v| self.bytes(v))
+            .transpose()
+            .map_err(|e| self.error(format!("{at}.{field}.mem: {e}")))?;
+        let given: Vec<(Resource, i64)> = [
+            (Resource::Cpu, side.cpu),
+            (Resource::Disk, side.disk),
+            (Resource::Mem, mem),
+        ]
+        .into_iter()
+        .filter_map(|(r, n)| n.map(|n| (r, n)))
+        .collect();
+        let &[(r, n)] = given.as_slice() else {
+            return Err(self.error(format!(
+                "{at}.{field}: give exactly one of cpu, disk and mem (one resource per side)"
+            )));
+        };
+        if n <= 0 {
+            return Err(self.error(format!("{at}.{field}.{r} = {n}: amounts are positive")));
+        }
+        Ok((r, n))
     }
 
     /// A model refusal in the file's names rather than the model's ids.
@@ -469,6 +590,171 @@ mod tests {
         let g = setup.model.guaranteed(b3, Resource::Cpu).unwrap();
         assert!(close(g, 500.0), "{g}");
         setup.model.check_exact().unwrap();
+    }
+
+    /// Spec E4: two spinners (D, S) and five readers (I, H1..H4), each funded 1000 CPU and 1000
+    /// disk from the base; with `n > 0`, D gives I n disk for n CPU.
+    fn e4(n: i64) -> String {
+        let mut text = String::new();
+        for job in ["D", "S", "I", "H1", "H2", "H3", "H4"] {
+            text.push_str(&format!(
+                "[[job]]\nname = \"{job}\"\ncommand = \"x\"\n\
+                 funding = [{{ from = \"base\", cpu = 1000, disk = 1000 }}]\n"
+            ));
+        }
+        if n > 0 {
+            text.push_str(&format!(
+                "[[exchange]]\na = \"D\"\na_gives = {{ disk = {n} }}\nb = \"I\"\n\
+                 b_gives = {{ cpu = {n} }}\n"
+            ));
+        }
+        text
+    }
+
+    /// Each job's (R, R*) for CPU and disk, with the spinners competing for the CPU and the
+    /// readers for the disk and the CPU (as in E4, where readers wake briefly to issue reads).
+    fn e4_rights(setup: &Setup) -> BTreeMap<(String, Resource), (f64, f64)> {
+        let mut model = setup.model.clone();
+        for j in &setup.jobs {
+            let reader = j.name != "D" && j.name != "S";
+            model.set_active(j.id, Resource::Cpu, true).unwrap();
+            model.set_active(j.id, Resource::Disk, reader).unwrap();
+        }
+        let mut out = BTreeMap::new();
+        for j in &setup.jobs {
+            for r in [Resource::Cpu, Resource::Disk] {
+                let now = model.rights(j.id, r).unwrap();
+                let guaranteed = model.guaranteed(j.id, r).unwrap();
+                out.insert((j.name.clone(), r), (now, guaranteed));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_e4_exchange_moves_exactly_n_and_leaves_the_others_alone() {
+        let n = 300.0;
+        let before = parse(&e4(0)).unwrap();
+        let after = parse(&e4(300)).unwrap();
+        assert_eq!(after.model.exchanges().count(), 1);
+        after.model.check_exact().unwrap();
+        let (was, is) = (e4_rights(&before), e4_rights(&after));
+        let change = |job: &str, r: Resource| {
+            let key = (job.to_string(), r);
+            (is[&key].0 - was[&key].0, is[&key].1 - was[&key].1)
+        };
+        // The participants: D's CPU and I's disk rise by n, and each pays n of what it gives,
+        // whether it competes for it (I's CPU) or not (D's disk: R is 0 while it is idle).
+        assert_eq!(change("D", Resource::Cpu), (n, n));
+        assert_eq!(change("I", Resource::Disk), (n, n));
+        assert_eq!(change("I", Resource::Cpu), (-n, -n));
+        assert_eq!(change("D", Resource::Disk), (0.0, -n));
+        // Neutrality (§3 invariant 6): every other job keeps its R and R* exactly.
+        for job in ["S", "H1", "H2", "H3", "H4"] {
+            for r in [Resource::Cpu, Resource::Disk] {
+                assert_eq!(change(job, r), (0.0, 0.0), "{job} {r}");
+            }
+        }
+        // And so the sum of R* of each resource.
+        for r in [Resource::Cpu, Resource::Disk] {
+            let sum = |m: &BTreeMap<(String, Resource), (f64, f64)>| {
+                m.iter()
+                    .filter(|((_, q), _)| *q == r)
+                    .map(|(_, v)| v.1)
+                    .sum::<f64>()
+            };
+            assert_eq!(sum(&was), sum(&is), "{r}");
+        }
+        // Undoing it restores everything.
+        let mut undone = after.clone();
+        let x = undone.model.exchanges().next().unwrap().id;
+        undone.model.undo_exchange(x).unwrap();
+        assert_eq!(e4_rights(&undone), was);
+    }
+
+    #[test]
+    fn bad_exchanges_are_refused_naming_the_table_and_field() {
+        let with = |x: &str| {
+            format!(
+                "[[currency]]\nname = \"C\"\nfunding = [{{ from = \"base\", cpu = 10 }}]\n\
+                 [[job]]\nname = \"D\"\ncommand = \"x\"\n\
+                 funding = [{{ from = \"base\", cpu = 1000, disk = 1000 }}]\n\
+                 [[job]]\nname = \"I\"\ncommand = \"x\"\n\
+                 funding = [{{ from = \"base\", cpu = 1000, disk = 1000 }}]\n\
+                 [[exchange]]\n{x}\n"
+            )
+        };
+        let cases = [
+            (
+                "a = \"C\"\na_gives = { cpu = 5 }\nb = \"I\"\nb_gives = { disk = 5 }",
+                "s.toml: [[exchange]] #1.a: \"C\" is a [[currency]]: only jobs exchange",
+            ),
+            (
+                "a = \"D\"\na_gives = { cpu = 5 }\nb = \"Z\"\nb_gives = { disk = 5 }",
+                "[[exchange]] #1.b: unknown job \"Z\"",
+            ),
+            (
+                "a = \"base\"\na_gives = { cpu = 5 }\nb = \"I\"\nb_gives = { disk = 5 }",
+                "[[exchange]] #1.a: \"base\" issues the exchange's tickets",
+            ),
+            (
+                "a = \"D\"\na_gives = { cpu = 5 }\nb = \"D\"\nb_gives = { disk = 5 }",
+                "[[exchange]] #1: a and b are both \"D\"",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 5 }\nb = \"I\"\nb_gives = { disk = 7 }",
+                "[[exchange]] #1: a_gives and b_gives are both disk: an exchange trades two \
+                 different resources",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 5, cpu = 1 }\nb = \"I\"\nb_gives = { mem = 7 }",
+                "[[exchange]] #1.a_gives: give exactly one of cpu, disk and mem",
+            ),
+            (
+                "a = \"D\"\na_gives = {}\nb = \"I\"\nb_gives = { cpu = 7 }",
+                "[[exchange]] #1.a_gives: give exactly one",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 0 }\nb = \"I\"\nb_gives = { cpu = 7 }",
+                "[[exchange]] #1.a_gives.disk = 0: amounts are positive",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 1001 }\nb = \"I\"\nb_gives = { cpu = 7 }",
+                "[[exchange]] #1.a_gives.disk = 1001: \"D\" holds rights R* = 1000.0 of disk",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 5 }\nb = \"I\"\nb_gives = { mem = \"1MiB\" }",
+                "[[exchange]] #1.b_gives.mem = 1048576: \"I\" holds rights R* = 0.0 of mem",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 5 }\nb = \"I\"\nb_gives = { mem = \"lots\" }",
+                "[[exchange]] #1.b_gives.mem: \"lots\" is not a size",
+            ),
+            (
+                "a = \"D\"\na_gives = { disk = 5 }\nb = \"I\"\nb_gives = { cpu = 5 }\nratio = 2",
+                "in [[exchange]]: unknown field `ratio`",
+            ),
+        ];
+        for (x, want) in cases {
+            let got = err(&with(x));
+            assert!(got.contains(want), "want {want:?}\n got {got:?}");
+        }
+        // A second exchange sees what the first took: D has 600 of disk left to give.
+        let two = format!(
+            "{}[[exchange]]\na = \"D\"\na_gives = {{ disk = 601 }}\nb = \"I\"\n\
+             b_gives = {{ cpu = 5 }}\n",
+            with("a = \"D\"\na_gives = { disk = 400 }\nb = \"I\"\nb_gives = { cpu = 5 }")
+        );
+        assert!(
+            err(&two).contains("[[exchange]] #2.a_gives.disk = 601: \"D\" holds rights R* = 600.0"),
+            "{}",
+            err(&two)
+        );
+        // Giving all of it is allowed.
+        parse(&with(
+            "a = \"D\"\na_gives = { disk = 1000 }\nb = \"I\"\nb_gives = { cpu = 1000 }",
+        ))
+        .unwrap();
     }
 
     #[test]

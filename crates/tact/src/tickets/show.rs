@@ -1,8 +1,10 @@
 //! `tact tickets check` and `explain`: what a setup gives each job when every job competes, as a
-//! table or JSON, and a job's funding paths factor by factor.
+//! table or JSON, and a job's funding paths factor by factor, exchange tickets included.
 
 use serde_json::{json, Value};
-use tact_core::tickets::{CurrencyId, Explanation, FundingPath, Hop, Kind, Model, Resource};
+use tact_core::tickets::{
+    CurrencyId, Exchange, ExchangeId, Explanation, FundingPath, Hop, Kind, Model, Resource,
+};
 
 use super::setup::{JobSetup, Setup};
 
@@ -59,9 +61,49 @@ fn name(model: &Model, c: CurrencyId) -> String {
         .map_or_else(|_| c.to_string(), |c| c.name.clone())
 }
 
-/// One funding path on a line: `base -1000-> A -100/300-> A1`, with `h` after hard amounts. The
-/// job's own self ticket is left out (its factor is 1 unless the job transfers).
+/// The other party of exchange `x`, as seen by `holder`.
+fn partner(model: &Model, x: ExchangeId, holder: CurrencyId) -> String {
+    model.exchange(x).map_or_else(
+        |_| "?".into(),
+        |x| name(model, if x.a == holder { x.b } else { x.a }),
+    )
+}
+
+/// `D gives 300 of disk to I for 300 of cpu`.
+fn exchange_line(model: &Model, x: &Exchange) -> String {
+    format!(
+        "{} gives {} of {} to {} for {} of {}",
+        name(model, x.a),
+        x.give.1,
+        x.give.0,
+        name(model, x.b),
+        x.get.1,
+        x.get.0
+    )
+}
+
+fn exchange_json(model: &Model, x: &Exchange) -> Value {
+    json!({
+        "id": x.id.to_string(),
+        "a": name(model, x.a),
+        "a_gives": { x.give.0.to_string(): x.give.1 },
+        "b": name(model, x.b),
+        "b_gives": { x.get.0.to_string(): x.get.1 },
+    })
+}
+
+/// One funding path on a line: `base -1000-> A -100/300-> A1`, with `h` after hard amounts; an
+/// exchange ticket as `exchange x1 with I: -300`. The job's own self ticket is left out (its
+/// factor is 1 unless the job transfers).
 pub fn path_line(model: &Model, path: &FundingPath) -> String {
+    // An exchange ticket comes straight from the base to its holder: the path is that one hop.
+    if let Some((x, hop)) = path.hops.iter().find_map(|h| Some((h.exchange?, h))) {
+        return format!(
+            "exchange {x} with {}: {:+}",
+            partner(model, x, hop.holder),
+            hop.amount
+        );
+    }
     let mut line = String::from("base");
     for hop in path.hops.iter().filter(|h| h.ticket.is_some()) {
         let hard = if hop.kind == Kind::Hard { "h" } else { "" };
@@ -114,8 +156,14 @@ pub fn check(setup: &Setup, json: bool) -> String {
             .iter()
             .map(|(r, v)| (r.to_string(), json!(v)))
             .collect();
-        return serde_json::to_string_pretty(&json!({ "base": base, "jobs": jobs }))
-            .expect("plain JSON values");
+        let exchanges: Vec<Value> = model
+            .exchanges()
+            .map(|x| exchange_json(&model, x))
+            .collect();
+        return serde_json::to_string_pretty(
+            &json!({ "base": base, "jobs": jobs, "exchanges": exchanges }),
+        )
+        .expect("plain JSON values");
     }
     let mut rows = vec![[
         "job".to_string(),
@@ -143,6 +191,13 @@ pub fn check(setup: &Setup, json: bool) -> String {
         "R* is a job's rights with every job competing; share is R* over all jobs' R* for that \
          resource.\n",
     );
+    for x in model.exchanges() {
+        out.push_str(&format!(
+            "exchange {}: {} (four base tickets; the other jobs keep their R and R*)\n",
+            x.id,
+            exchange_line(&model, x)
+        ));
+    }
     out
 }
 
@@ -150,6 +205,10 @@ pub fn check(setup: &Setup, json: bool) -> String {
 pub fn explain(setup: &Setup, job: &JobSetup, json: bool) -> String {
     let model = everyone_active(setup);
     let all = explanations(&model, job);
+    let mine: Vec<&Exchange> = model
+        .exchanges()
+        .filter(|x| x.a == job.id || x.b == job.id)
+        .collect();
     if json {
         let resources: Vec<Value> = all
             .iter()
@@ -167,12 +226,23 @@ pub fn explain(setup: &Setup, job: &JobSetup, json: bool) -> String {
                 })
             })
             .collect();
-        return serde_json::to_string_pretty(&json!({ "job": job.name, "resources": resources }))
-            .expect("plain JSON values");
+        let exchanges: Vec<Value> = mine.iter().map(|x| exchange_json(&model, x)).collect();
+        return serde_json::to_string_pretty(
+            &json!({ "job": job.name, "resources": resources, "exchanges": exchanges }),
+        )
+        .expect("plain JSON values");
     }
     let mut out = String::new();
     if all.is_empty() {
         out.push_str(&format!("{}: no tickets fund it\n", job.name));
+    }
+    for x in &mine {
+        out.push_str(&format!(
+            "{}: in exchange {}: {}\n",
+            job.name,
+            x.id,
+            exchange_line(&model, x)
+        ));
     }
     for e in &all {
         out.push_str(&format!(
@@ -195,11 +265,15 @@ pub fn explain(setup: &Setup, job: &JobSetup, json: bool) -> String {
                 rows.push([
                     h.ticket.map_or("self".into(), |t| t.to_string()),
                     format!("{} -> {}", name(&model, h.issuer), name(&model, h.holder)),
-                    format!(
-                        "{}{}",
-                        h.amount,
-                        if h.kind == Kind::Hard { " hard" } else { "" }
-                    ),
+                    match h.exchange {
+                        Some(x) => format!(
+                            "{} (exchange {x} with {})",
+                            h.amount,
+                            partner(&model, x, h.holder)
+                        ),
+                        None if h.kind == Kind::Hard => format!("{} hard", h.amount),
+                        None => h.amount.to_string(),
+                    },
                     if h.issuer == CurrencyId::BASE {
                         "-".into()
                     } else {
@@ -228,6 +302,7 @@ fn hop_json(model: &Model, h: &Hop) -> Value {
         "holder": name(model, h.holder),
         "amount": h.amount,
         "kind": h.kind,
+        "exchange": h.exchange.map(|x| x.to_string()),
         "active": h.active,
         "issuer_active": h.issuer_active,
         "issuer_value": h.issuer_value,
