@@ -16,28 +16,12 @@ Measured: reads each reader completed (its own counter) over [t0 + settle, t0 + 
 R : mean(S*) (target 3.6-4.4), the soft readers' spread (each within 10% of their mean), and the
 disk's busy time from /proc/diskstats (the spec asks >= 90%). See bench/tickets/README.md.
 """
-import argparse
-import json
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 import tomllib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "idle"))
-
-from common.cgroups import remove_stale, remove_tree  # noqa: E402
-from common.lifecycle import DEFAULT_LOCK, T0, Cleanup, log, take_lock  # noqa: E402
-from common.procs import kill_leftovers, parse_mounts  # noqa: E402
-from workload import CGROUP_PREFIX, Slots, set_child_subreaper  # noqa: E402
+from diskrig import Run, arg_parser, base_config, check_host, chosen_modes, finish, log, prepare, run_all, save
 
 TASKS = ["R", "S1", "S2", "S3", "S4"]
 RESERVED = "R"
@@ -49,14 +33,10 @@ BUSY = 0.90
 MODES = ["tact", "flat-cgroup", "ionice", "none"]
 FLAT_WEIGHTS = {"R": 800, **{t: 200 for t in SOFT}}
 IONICE_LEVELS = {"R": 0, **{t: 6 for t in SOFT}}
-REGION = 16 << 20
 PERIOD_S = 0.25
-START_TIMEOUT_S = 30.0
-TACT_GRACE_S = 8.0
 PRESETS = {"quick": dict(reps=1, seconds=20.0), "default": dict(reps=3, seconds=40.0)}
 PAPER = ("Sullivan & Seltzer 1999, section 6.4: when the reserved client had touched all 4096 pages, "
          "the others had touched about 1000 each (4.1:1)")
-CLEANUP = Cleanup()
 
 
 def setup_toml(commands):
@@ -114,168 +94,48 @@ def diskstats_ticks(dev):
     return None
 
 
+def busy(samples, settle):
+    """The disk's busy fraction (its io_ticks, ms, over the time between) from the first sample
+    at or after settle to the last; samples hold (counts, io_ticks)."""
+    a, b = next((s for s in samples if s[0] >= settle), None), samples[-1]
+    if a is None or a[1][1] is None or b[1][1] is None or b[0] <= a[0]:
+        return None
+    return (b[1][1] - a[1][1]) / 1000 / (b[0] - a[0])
+
+
 # --------------------------------------------------------------------------
 # one run
 
-class Blkio:
-    """tact-test-tickets-<pid> in the cpu, cpuacct and blkio hierarchies (v1), one r<k> per run:
-    --cgroup-parent names the cpu one, and tact uses the same path in the others."""
-
-    def __init__(self, mounts):
-        self.tops = {k: os.path.join(m, f"{CGROUP_PREFIX}{os.getpid()}") for k, m in mounts.items() if m}
-        for top in self.tops.values():
-            os.mkdir(top)
-        self.seq = 0
-
-    def new_run(self):
-        self.seq += 1
-        paths = {k: os.path.join(top, f"r{self.seq}") for k, top in self.tops.items()}
-        for p in paths.values():
-            os.mkdir(p)
-        return paths
-
-    def leftovers(self, paths):
-        return [os.path.join(r, d) for p in paths.values() for r, ds, _ in os.walk(p) for d in ds]
-
-    def remove(self):
-        for top in self.tops.values():
-            if os.path.isdir(top):
-                remove_tree(top)
-
-
-def v1_mounts():
-    with open("/proc/mounts") as f:
-        text = f.read()
-    found = {}
-    for fstype, mp, opts in parse_mounts(text):
-        o = opts.split(",")
-        if fstype != "cgroup":
-            continue
-        for key in ("cpu", "cpuacct", "blkio"):
-            if key in o and key not in found:
-                found[key] = mp
-    return found
-
-
-def child_setup(join=None):
-    def setup():
-        import ctypes
-        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-        if join:
-            with open(join, "w") as f:
-                f.write(f"{os.getpid()}\n")
-    return setup
-
-
 def one_run(env, mode, rep, seq):
-    tag = f"{seq:03d}-{mode}"
     res = {"mode": mode, "rep": rep, "seconds": env.seconds, "notes": []}
-    env.slots.clear()
-    life = env.seconds + START_TIMEOUT_S + 15
-    cmd = {t: [sys.executable, os.path.join(HERE, "reader.py"), env.dev, str(i), str(REGION), env.slots.path,
-               str(os.getpid()), f"{life:.0f}"] for i, t in enumerate(TASKS)}
-    procs, paths, tact = [], {}, None
-    try:
+    with Run(env, res, f"{seq:03d}-{mode}") as run:
+        cmd = {t: run.reader(i) for i, t in enumerate(TASKS)}
         if mode == "tact":
-            paths = env.cgroups.new_run()
-            setup = os.path.join(env.tmp, f"{tag}.toml")
-            with open(setup, "w") as f:
-                f.write(setup_toml({t: "exec " + " ".join(cmd[t]) for t in TASKS}))
-            jlog = os.path.join(env.tmp, f"{tag}.jsonl")
-            err = open(os.path.join(env.tmp, f"{tag}.err"), "w+b")
-            argv = [env.tact, "tickets", "run", setup, "--backend", "cgroup", "--duration",
-                    f"{int(life)}s", "--json-log", jlog, "--cgroup-parent", paths["cpu"]]
-            res["knobs"] = {"tact_cmd": " ".join(argv)}
-            join = os.path.join(paths["cpuacct"], "cgroup.procs") if "cpuacct" in paths else None
-            tact = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                    close_fds=True, preexec_fn=child_setup(join))
+            run.start_tact(setup_toml({t: "exec " + " ".join(cmd[t]) for t in TASKS}))
         else:
             if mode == "flat-cgroup":
-                paths = env.cgroups.new_run()
+                run.new_cgroups()
                 res["knobs"] = {"blkio.bfq.weight": FLAT_WEIGHTS}
             if mode == "ionice":
                 res["knobs"] = {"ionice -c2 -n": IONICE_LEVELS}
             for t in TASKS:
-                join, argv = None, cmd[t]
                 if mode == "flat-cgroup":
-                    d = os.path.join(paths["blkio"], t)
-                    os.mkdir(d)
-                    with open(os.path.join(d, "blkio.bfq.weight"), "w") as f:
-                        f.write(f"{FLAT_WEIGHTS[t]}\n")
-                    join = os.path.join(d, "cgroup.procs")
+                    run.start(cmd[t], [run.cgroup("blkio", t, {"blkio.bfq.weight": FLAT_WEIGHTS[t]})])
                 elif mode == "ionice":
-                    argv = ["ionice", "-c2", "-n", str(IONICE_LEVELS[t])] + argv
-                procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              close_fds=True, preexec_fn=child_setup(join)))
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not all(env.slots.pid(i) > 0 and env.slots.iterations(i) > 0 for i in range(len(TASKS))):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the readers did not all start")
-            if tact is not None and tact.poll() is not None:
-                raise RuntimeError(f"tact exited with {tact.returncode} before its readers started")
-            time.sleep(0.05)
-        t0 = time.monotonic()
-        samples = []
-        ticks0 = None
-        k = 0
-        while True:
-            t = time.monotonic()
-            samples.append((t - t0, [env.slots.iterations(i) for i in range(len(TASKS))]))
-            if ticks0 is None and t - t0 >= env.settle:
-                ticks0 = (t, diskstats_ticks(env.dev))
-            if t - t0 >= env.seconds:
-                break
-            k += 1
-            time.sleep(max(0.0, t0 + k * PERIOD_S - time.monotonic()))
-        t1, ticks1 = time.monotonic(), diskstats_ticks(env.dev)
+                    run.start(["ionice", "-c2", "-n", str(IONICE_LEVELS[t])] + cmd[t])
+                else:
+                    run.start(cmd[t])
+        run.wait_started(len(TASKS), "readers")
+        samples = run.sample(PERIOD_S, lambda: ([env.slots.iterations(i) for i in range(len(TASKS))],
+                                                diskstats_ticks(env.dev)))
         a, b = at(samples, env.settle), samples[-1]
-        reads = {x: b[1][i] - a[1][i] for i, x in enumerate(TASKS)}
+        reads = {x: b[1][0][i] - a[1][0][i] for i, x in enumerate(TASKS)}
         res.update(figures(reads))
         res["window"] = (a[0], b[0])
-        res["busy"] = ((ticks1 - ticks0[1]) / 1000 / (t1 - ticks0[0])
-                       if ticks0 and ticks0[1] is not None and ticks1 is not None else None)
+        res["busy"] = busy(samples, env.settle)
         res["verdict"] = verdict(res, res["busy"])
-        res["series"] = [[round(s[0], 2), s[1]] for s in samples[::2]]
-    except (RuntimeError, OSError, ValueError) as e:
-        res["error"] = str(e)
-    finally:
-        if tact is not None:
-            if tact.poll() is None:
-                tact.send_signal(signal.SIGTERM)
-            try:
-                tact.wait(timeout=TACT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                tact.kill()
-                tact.wait()
-                res["notes"].append("tact did not exit within 8 s of SIGTERM: killed")
-            err.seek(0)
-            res["tact_stderr"] = err.read().decode(errors="replace")[-3000:]
-            err.close()
-            res["tact_exit"] = tact.returncode
-            res["tact_summary"] = tact_summary(jlog)
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        if paths:
-            left = env.cgroups.leftovers({k: v for k, v in paths.items()}) if mode == "tact" else []
-            if left:
-                res["notes"].append(f"tact left cgroups behind: {left}")
-            for p in paths.values():
-                remove_tree(p)
+        res["series"] = [[round(s[0], 2), s[1][0]] for s in samples[::2]]
     return res
-
-
-def tact_summary(path):
-    try:
-        with open(path) as f:
-            for line in f:
-                rec = json.loads(line)
-                if "summary" in rec:
-                    return rec["summary"]
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 # --------------------------------------------------------------------------
@@ -330,14 +190,9 @@ def table(analysis, config, env, failures):
     return "\n".join(L) + "\n"
 
 
-def plot(results, analysis, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(ax, bx, results, analysis):
+    """Left: the median shares per mode; right: the ratio over 2 s windows in each mode's first run."""
     modes = list(analysis)
-    if not modes:
-        return
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.2))
     width = 0.8 / len(modes)
     for k, mode in enumerate(modes):
         xs = [i + (k - (len(modes) - 1) / 2) * width for i in range(len(TASKS))]
@@ -363,26 +218,14 @@ def plot(results, analysis, path):
     bx.set_ylabel("R : mean(S*) over 2 s")
     bx.set_title("E3: progress ratio over time (grey: target)")
     bx.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write(results, config, env, failures, outdir):
     analysis = analyse(results)
-    text = table(analysis, config, env, failures)
-    os.makedirs(outdir, exist_ok=True)
-    with open(os.path.join(outdir, "e3.txt"), "w") as f:
-        f.write(text)
-    with open(os.path.join(outdir, "e3.json"), "w") as f:
-        json.dump({"experiment": "E3", "config": config, "env": env, "failures": failures,
-                   "expected": EXPECTED, "paper": PAPER, "analysis": analysis, "runs": results}, f, indent=1,
-                  default=str)
-    try:
-        plot(results, analysis, os.path.join(outdir, "e3.png"))
-    except ImportError as e:
-        text += f"no plot: {e} (pip install -r bench/requirements.txt)\n"
-    return text
+    return save(outdir, "e3", table(analysis, config, env, failures),
+                {"experiment": "E3", "config": config, "env": env, "failures": failures, "expected": EXPECTED,
+                 "paper": PAPER, "analysis": analysis, "runs": results},
+                (13, 4.2), lambda ax, bx: plot(ax, bx, results, analysis))
 
 
 # --------------------------------------------------------------------------
@@ -410,91 +253,32 @@ def self_test():
     assert a["ratio"] == 4.0 and a["ratio_range"] == (3.9, 4.6) and a["reps_passing"] == 2 and a["verdict"]["pass"]
     samples = [(0.0, [0]), (0.5, [5]), (1.0, [9])]
     assert at(samples, 0.7) == (0.5, [5]) and at(samples, -1) == (0.0, [0])
+    ticks = [(0.0, ([0], 0)), (1.5, ([1], 0)), (2.5, ([2], 400)), (12.5, ([9], 9900))]
+    assert abs(busy(ticks, 2.0) - 0.95) < 1e-12 and busy(ticks, 13.0) is None
+    assert busy([(0.0, ([0], None)), (3.0, ([1], 10))], 0.0) is None
     print("e3 self-test: ok")
     return 0
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 rep of 20 s per mode, about 2 min")
-    ap.add_argument("--reps", type=int)
-    ap.add_argument("--seconds", type=float)
-    ap.add_argument("--settle", type=float, default=2.0, help="s left out at the start (default 2)")
-    ap.add_argument("--modes", default="all", help="comma list of " + ", ".join(MODES) + ", or all")
-    ap.add_argument("--service-ms", type=float, default=2.0, help="the emulated disk's time per read (default 2)")
-    ap.add_argument("--tact", default=os.environ.get("TACT", os.path.join(REPO, "target", "release", "tact")))
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "tickets"))
-    ap.add_argument("--lock", default=DEFAULT_LOCK, help="the benchmark lock ('' skips it)")
-    ap.add_argument("--self-test", action="store_true")
+    ap = arg_parser(__doc__, MODES, "1 rep of 20 s per mode, about 2 min")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
     preset = PRESETS["quick" if args.quick else "default"]
     reps, seconds = args.reps or preset["reps"], args.seconds or preset["seconds"]
-    modes = MODES if args.modes == "all" else [m.strip() for m in args.modes.split(",")]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        ap.error(f"unknown mode(s) {', '.join(bad)}")
-    if os.geteuid() != 0:
-        raise SystemExit("bench/tickets E3 needs root (a loop device, the bfq scheduler, cgroups)")
-    mounts = v1_mounts()
-    if "blkio" not in mounts or "cpu" not in mounts:
-        raise SystemExit("bench/tickets E3 needs cgroup v1 cpu and blkio hierarchies (this harness does not "
-                         "handle v2)")
-    if "tact" in modes and not (os.path.isfile(args.tact) and os.access(args.tact, os.X_OK)):
-        raise SystemExit(f"no tact at {args.tact} (make build, or --tact PATH), or --modes without tact")
-    from disk import DiskRig   # bench/idle's emulated disk
-
-    env = argparse.Namespace(seconds=seconds, settle=args.settle, tact=os.path.abspath(args.tact))
-    CLEANUP.install()
-    take_lock(args.lock, CLEANUP, "bench/tickets e3")
-    set_child_subreaper()
-    CLEANUP.push("descendants", kill_leftovers)
-    env.tmp = tempfile.mkdtemp(prefix=f"tact-bench-tickets-e3-{os.getpid()}-")
-    CLEANUP.push("tmpdir", lambda: shutil.rmtree(env.tmp, ignore_errors=True))
-    rig = DiskRig(None, args.service_ms, 4096)
-    rig.setup(CLEANUP)
-    env.dev = rig.dev
-    iosched = f"/sys/block/{os.path.basename(env.dev)}/queue/iosched"
-    if "[bfq]" not in rig.info["scheduler"]:
-        raise SystemExit(f"{env.dev}: the bfq scheduler is not available (scheduler: {rig.info['scheduler']})")
-    with open(os.path.join(iosched, "low_latency"), "w") as f:
-        f.write("0\n")
-    for m in mounts.values():
-        for p in remove_stale(m, CGROUP_PREFIX):
-            log(f"removed {p}, left by an earlier run")
-    env.cgroups = Blkio({k: mounts.get(k) for k in ("cpu", "cpuacct", "blkio")})
-    CLEANUP.push("cgroups", env.cgroups.remove)
-    env.slots = Slots(os.path.join(env.tmp, "slots"), len(TASKS))
-    CLEANUP.push("slots", env.slots.close)
-    config = {"reps": reps, "seconds": seconds, "settle": args.settle, "modes": modes, "tact": env.tact,
-              "service_ms": args.service_ms, "region_bytes": REGION, "period_s": PERIOD_S}
-    envinfo = {"kernel": os.uname().release, "cpus": os.cpu_count(), "disk": (
-        f"{env.dev} over bench/idle's FUSE disk ({args.service_ms:g} ms a read), bfq low_latency=0"),
-        "rig": rig.info, "loadavg_start": open("/proc/loadavg").read().split()[:3]}
+    modes = chosen_modes(ap, args, MODES)
+    mounts = check_host("E3", args, modes)
+    env, envinfo = prepare("e3", args, mounts, TASKS, seconds)
+    config = base_config(args, env, reps, modes, PERIOD_S)
     log(f"E3: {', '.join(modes)}, {reps} rep(s) of {seconds:g} s on {envinfo['disk']}; "
         f"about {reps * len(modes) * (seconds + 4) / 60:.1f} min")
-    results, failures, seq = [], {}, 0
-    for rep in range(reps):
-        for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:
-            seq += 1
-            log(f"rep {rep + 1}/{reps}: {mode}")
-            r = one_run(env, mode, rep, seq)
-            results.append(r)
-            for n in r["notes"]:
-                log(f"  note: {n}")
-            if "error" in r:
-                failures[mode] = r["error"]
-                log(f"  {mode} failed: {r['error']}" + (f"\n{r.get('tact_stderr', '')}" if mode == "tact" else ""))
-            else:
-                log(f"  ratio {r['ratio']:.2f}, soft spread {100 * r['soft_spread']:.1f}%, "
-                    f"busy {100 * (r['busy'] or 0):.0f}%, reads " + " ".join(f"{t} {r['reads'][t]}" for t in TASKS))
-    envinfo["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
-    text = write(results, config, envinfo, failures, args.out)
-    print(text)
-    CLEANUP.run()
-    log(f"wrote {args.out}/e3.txt, e3.json, e3.png")
-    return 1 if "tact" in failures else 0
+    results, failures = run_all(
+        reps, lambda rep: modes[rep % len(modes):] + modes[:rep % len(modes)],
+        lambda mode, rep, seq: one_run(env, mode, rep, seq), lambda mode: mode,
+        lambda r: f"ratio {r['ratio']:.2f}, soft spread {100 * r['soft_spread']:.1f}%, "
+                  f"busy {100 * (r['busy'] or 0):.0f}%, reads " + " ".join(f"{t} {r['reads'][t]}" for t in TASKS))
+    return finish("e3", args.out, results, envinfo, lambda envinfo: write(results, config, envinfo, failures, args.out))
 
 
 if __name__ == "__main__":

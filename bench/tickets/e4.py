@@ -18,29 +18,15 @@ against the same mode's n = 0 run (the gains), S's share of the seven tasks' CPU
 share of the five readers' bytes among H1..H4 (both against 1/7), and where I's gain peaks. See
 bench/tickets/README.md.
 """
-import argparse
-import json
 import os
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 import tomllib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "idle"))
-
-from common.cgroups import remove_stale, remove_tree  # noqa: E402
-from common.lifecycle import DEFAULT_LOCK, Cleanup, log, take_lock  # noqa: E402
-from common.procs import kill_leftovers  # noqa: E402
-from e3 import REGION, Blkio, child_setup, tact_summary, v1_mounts  # noqa: E402
-from workload import CGROUP_PREFIX, Slots, parse_stat, set_child_subreaper  # noqa: E402
+from diskrig import REPO, Run, arg_parser, base_config, check_host, chosen_modes, finish, log, prepare, run_all, \
+    save
+from workload import parse_stat
 
 SPINNERS = ["D", "S"]
 READERS = ["I", "H1", "H2", "H3", "H4"]
@@ -54,14 +40,11 @@ PEAK = (300, 600)
 MODES = ["tact", "flat-cgroup"]
 BFQ_MAX = 1000
 PERIOD_S = 0.5
-START_TIMEOUT_S = 30.0
-TACT_GRACE_S = 8.0
 SPIN_C = os.path.join(REPO, "bench", "share", "spin.c")
 PRESETS = {"quick": dict(grid=[200, 600], seconds=20.0, reps=1),
            "default": dict(grid=[100, 200, 400, 600, 800], seconds=60.0, reps=1)}
 PAPER = ("Sullivan & Seltzer 1999, section 6.5: D gains at every n, more as n grows; I gains at every n but "
          "less past about 500; the other Dhrystone and the smallest other iohog stay at or above 1/7")
-CLEANUP = Cleanup()
 
 
 def rights(n):
@@ -179,66 +162,29 @@ def verdict(rows, grid):
 # one run
 
 def one_run(env, mode, n, rep, seq):
-    tag = f"{seq:03d}-{mode}-n{n}"
     res = {"mode": mode, "n": n, "rep": rep, "seconds": env.seconds, "notes": []}
-    env.slots.clear()
-    life = env.seconds + START_TIMEOUT_S + 15
     pin = ["taskset", "-c", str(env.pin_cpu)]
-    cmd = {}
-    for i, t in enumerate(TASKS):
-        if t in SPINNERS:
-            cmd[t] = pin + [env.spin, "-w", str(os.getpid()), env.slots.path, str(i)]
-        else:
-            cmd[t] = pin + [sys.executable, os.path.join(HERE, "reader.py"), env.dev, str(i), str(REGION),
-                            env.slots.path, str(os.getpid()), f"{life:.0f}"]
-    procs, paths, tact, jlog, err = [], {}, None, None, None
-    try:
-        paths = env.cgroups.new_run()
+    with Run(env, res, f"{seq:03d}-{mode}-n{n}") as run:
+        cmd = {t: pin + ([env.spin, "-w", str(os.getpid()), env.slots.path, str(i)] if t in SPINNERS
+                         else run.reader(i)) for i, t in enumerate(TASKS)}
         if mode == "tact":
-            setup = os.path.join(env.tmp, f"{tag}.toml")
-            with open(setup, "w") as f:
-                f.write(setup_toml({t: "exec " + " ".join(cmd[t]) for t in TASKS}, n))
-            jlog = os.path.join(env.tmp, f"{tag}.jsonl")
-            err = open(os.path.join(env.tmp, f"{tag}.err"), "w+b")
-            argv = pin + [env.tact, "tickets", "run", setup, "--backend", "cgroup", "--duration",
-                          f"{int(life)}s", "--json-log", jlog, "--cgroup-parent", paths["cpu"]]
-            res["knobs"] = {"tact_cmd": " ".join(argv)}
-            join = os.path.join(paths["cpuacct"], "cgroup.procs") if "cpuacct" in paths else None
-            tact = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                    close_fds=True, preexec_fn=child_setup(join))
+            run.start_tact(setup_toml({t: "exec " + " ".join(cmd[t]) for t in TASKS}, n), prefix=pin)
         else:
             knobs = flat_weights(n)
             res["knobs"] = knobs
+            run.new_cgroups()
             for t in TASKS:
-                for hier, knob in (("cpu", "cpu.shares"), ("blkio", "blkio.bfq.weight")):
-                    d = os.path.join(paths[hier], t)
-                    os.mkdir(d)
-                    with open(os.path.join(d, knob), "w") as f:
-                        f.write(f"{knobs[knob][t]}\n")
-                joins = [os.path.join(paths[h], t, "cgroup.procs") for h in ("cpu", "blkio")]
-                procs.append(subprocess.Popen(cmd[t], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              close_fds=True, preexec_fn=join_all(joins)))
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not all(env.slots.pid(i) > 0 and env.slots.iterations(i) > 0 for i in range(len(TASKS))):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the tasks did not all start")
-            if tact is not None and tact.poll() is not None:
-                raise RuntimeError(f"tact exited with {tact.returncode} before its tasks started")
-            time.sleep(0.05)
-        pids = {t: env.slots.pid(i) for i, t in enumerate(TASKS)}
-        t0 = time.monotonic()
-        samples, k = [], 0
-        while True:
-            t = time.monotonic()
+                run.start(cmd[t], [run.cgroup(hier, t, {knob: knobs[knob][t]})
+                                   for hier, knob in (("cpu", "cpu.shares"), ("blkio", "blkio.bfq.weight"))])
+        pids = dict(zip(TASKS, run.wait_started(len(TASKS), "tasks")))
+
+        def read():
             now = {x: read_proc(p) for x, p in pids.items()}
             gone = [x for x, v in now.items() if v is None]
             if gone:
                 raise RuntimeError(f"{', '.join(gone)} ended during the run")
-            samples.append((t - t0, now))
-            if t - t0 >= env.seconds:
-                break
-            k += 1
-            time.sleep(max(0.0, t0 + k * PERIOD_S - time.monotonic()))
+            return now
+        samples = run.sample(PERIOD_S, read)
         a = next(s for s in samples if s[0] >= env.settle)
         b = samples[-1]
         res["window"] = (a[0], b[0])
@@ -247,44 +193,7 @@ def one_run(env, mode, n, rep, seq):
                            {x: b[1][x][1] - a[1][x][1] for x in TASKS}))
         res["series"] = [[round(s[0], 2), [[round(s[1][x][0], 3), s[1][x][1]] for x in TASKS]]
                          for s in samples[::2]]
-    except (RuntimeError, OSError, ValueError) as e:
-        res["error"] = str(e)
-    finally:
-        if tact is not None:
-            if tact.poll() is None:
-                tact.send_signal(signal.SIGTERM)
-            try:
-                tact.wait(timeout=TACT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                tact.kill()
-                tact.wait()
-                res["notes"].append("tact did not exit within 8 s of SIGTERM: killed")
-            err.seek(0)
-            res["tact_stderr"] = err.read().decode(errors="replace")[-3000:]
-            err.close()
-            res["tact_exit"] = tact.returncode
-            res["tact_summary"] = tact_summary(jlog)
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        if paths:
-            left = env.cgroups.leftovers(paths) if mode == "tact" else []
-            if left:
-                res["notes"].append(f"tact left cgroups behind: {left}")
-            for p in paths.values():
-                remove_tree(p)
     return res
-
-
-def join_all(procs_files):
-    def setup():
-        import ctypes
-        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-        for path in procs_files:
-            with open(path, "w") as f:
-                f.write(f"{os.getpid()}\n")
-    return setup
 
 
 # --------------------------------------------------------------------------
@@ -327,13 +236,8 @@ def table(analysis, config, env, failures):
     return "\n".join(L) + "\n"
 
 
-def plot(analysis, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    if not analysis:
-        return
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
+def plot(ax, bx, analysis):
+    """Left: D's and I's gains against n; right: the others' shares against their 1/7."""
     for mode, a in analysis.items():
         ns = [n for n in a["rows"] if n > 0]
         ax.plot(ns, [100 * (a["rows"][n]["gain_D"] or 0) for n in ns], "o-", label=f"D ({mode})")
@@ -351,25 +255,14 @@ def plot(analysis, path):
     bx.set_ylabel("share, %")
     bx.set_title("E4: the others (black: 1/7)")
     bx.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write(results, config, env, failures, outdir):
     analysis = analyse(results, config["grid"])
-    text = table(analysis, config, env, failures)
-    os.makedirs(outdir, exist_ok=True)
-    with open(os.path.join(outdir, "e4.txt"), "w") as f:
-        f.write(text)
-    with open(os.path.join(outdir, "e4.json"), "w") as f:
-        json.dump({"experiment": "E4", "config": config, "env": env, "failures": failures, "paper": PAPER,
-                   "analysis": analysis, "runs": results}, f, indent=1, default=str)
-    try:
-        plot(analysis, os.path.join(outdir, "e4.png"))
-    except ImportError as e:
-        text += f"no plot: {e} (pip install -r bench/requirements.txt)\n"
-    return text
+    return save(outdir, "e4", table(analysis, config, env, failures),
+                {"experiment": "E4", "config": config, "env": env, "failures": failures, "paper": PAPER,
+                 "analysis": analysis, "runs": results},
+                (12, 4.2), lambda ax, bx: plot(ax, bx, analysis))
 
 
 # --------------------------------------------------------------------------
@@ -424,19 +317,9 @@ def self_test():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="n = 200, 600 and the baseline, 20 s each")
+    ap = arg_parser(__doc__, MODES, "n = 200, 600 and the baseline, 20 s each")
     ap.add_argument("--grid", help="comma list of n (default 100,200,400,600,800)")
-    ap.add_argument("--reps", type=int)
-    ap.add_argument("--seconds", type=float)
-    ap.add_argument("--settle", type=float, default=2.0, help="s left out at the start (default 2)")
-    ap.add_argument("--modes", default="all", help="comma list of " + ", ".join(MODES) + ", or all")
-    ap.add_argument("--service-ms", type=float, default=2.0, help="the emulated disk's time per read (default 2)")
     ap.add_argument("--pin-cpu", type=int, help="the CPU of the tasks (default the last)")
-    ap.add_argument("--tact", default=os.environ.get("TACT", os.path.join(REPO, "target", "release", "tact")))
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "tickets"))
-    ap.add_argument("--lock", default=DEFAULT_LOCK, help="the benchmark lock ('' skips it)")
-    ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
@@ -445,80 +328,28 @@ def main():
     if any(not 0 < n < FUNDING for n in grid):
         ap.error(f"every n must be in 1..{FUNDING - 1}: I gives n of its {FUNDING} CPU tickets")
     reps, seconds = args.reps or preset["reps"], args.seconds or preset["seconds"]
-    modes = MODES if args.modes == "all" else [m.strip() for m in args.modes.split(",")]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        ap.error(f"unknown mode(s) {', '.join(bad)}")
-    if os.geteuid() != 0:
-        raise SystemExit("bench/tickets E4 needs root (a loop device, the bfq scheduler, cgroups)")
-    mounts = v1_mounts()
-    if "blkio" not in mounts or "cpu" not in mounts:
-        raise SystemExit("bench/tickets E4 needs cgroup v1 cpu and blkio hierarchies (this harness does not "
-                         "handle v2)")
-    if "tact" in modes and not (os.path.isfile(args.tact) and os.access(args.tact, os.X_OK)):
-        raise SystemExit(f"no tact at {args.tact} (make build, or --tact PATH), or --modes without tact")
-    from disk import DiskRig   # bench/idle's emulated disk
-
+    modes = chosen_modes(ap, args, MODES)
+    mounts = check_host("E4", args, modes)
     cpus = sorted(os.sched_getaffinity(0))
-    env = argparse.Namespace(seconds=seconds, settle=args.settle, tact=os.path.abspath(args.tact),
-                             pin_cpu=cpus[-1] if args.pin_cpu is None else args.pin_cpu)
-    CLEANUP.install()
-    take_lock(args.lock, CLEANUP, "bench/tickets e4")
-    set_child_subreaper()
-    CLEANUP.push("descendants", kill_leftovers)
-    # The harness and the emulated disk's server stay off the tasks' CPU.
-    others = set(cpus) - {env.pin_cpu}
+    pin_cpu = cpus[-1] if args.pin_cpu is None else args.pin_cpu
+    # The harness and the emulated disk's server (started by prepare) stay off the tasks' CPU.
+    others = set(cpus) - {pin_cpu}
     if others:
         os.sched_setaffinity(0, others)
-    env.tmp = tempfile.mkdtemp(prefix=f"tact-bench-tickets-e4-{os.getpid()}-")
-    CLEANUP.push("tmpdir", lambda: shutil.rmtree(env.tmp, ignore_errors=True))
+    env, envinfo = prepare("e4", args, mounts, TASKS, seconds)
+    env.pin_cpu = pin_cpu
     env.spin = os.path.join(env.tmp, "spin")
     subprocess.run(["cc", "-O2", "-Wall", "-o", env.spin, SPIN_C], check=True)
-    rig = DiskRig(None, args.service_ms, 4096)
-    rig.setup(CLEANUP)
-    env.dev = rig.dev
-    iosched = f"/sys/block/{os.path.basename(env.dev)}/queue/iosched"
-    if "[bfq]" not in rig.info["scheduler"]:
-        raise SystemExit(f"{env.dev}: the bfq scheduler is not available (scheduler: {rig.info['scheduler']})")
-    with open(os.path.join(iosched, "low_latency"), "w") as f:
-        f.write("0\n")
-    for m in mounts.values():
-        for p in remove_stale(m, CGROUP_PREFIX):
-            log(f"removed {p}, left by an earlier run")
-    env.cgroups = Blkio({k: mounts.get(k) for k in ("cpu", "cpuacct", "blkio")})
-    CLEANUP.push("cgroups", env.cgroups.remove)
-    env.slots = Slots(os.path.join(env.tmp, "slots"), len(TASKS))
-    CLEANUP.push("slots", env.slots.close)
-    config = {"grid": grid, "reps": reps, "seconds": seconds, "settle": args.settle, "modes": modes,
-              "tact": env.tact, "service_ms": args.service_ms, "region_bytes": REGION, "period_s": PERIOD_S,
-              "pin_cpu": env.pin_cpu}
-    envinfo = {"kernel": os.uname().release, "cpus": os.cpu_count(), "disk": (
-        f"{env.dev} over bench/idle's FUSE disk ({args.service_ms:g} ms a read), bfq low_latency=0"),
-        "rig": rig.info, "loadavg_start": open("/proc/loadavg").read().split()[:3]}
+    config = {"grid": grid, **base_config(args, env, reps, modes, PERIOD_S), "pin_cpu": pin_cpu}
     plan = [(mode, n) for n in [0] + grid for mode in modes]
     log(f"E4: {len(plan)} runs per rep ({', '.join(modes)} x n = 0, {', '.join(map(str, grid))}), {reps} rep(s) "
         f"of {seconds:g} s; about {reps * len(plan) * (seconds + 4) / 60:.1f} min")
-    results, failures, seq = [], {}, 0
-    for rep in range(reps):
-        for mode, n in plan:
-            seq += 1
-            log(f"rep {rep + 1}/{reps}: {mode}, n = {n}")
-            r = one_run(env, mode, n, rep, seq)
-            results.append(r)
-            for note in r["notes"]:
-                log(f"  note: {note}")
-            if "error" in r:
-                failures[f"{mode} n={n}"] = r["error"]
-                log(f"  failed: {r['error']}" + (f"\n{r.get('tact_stderr', '')}" if mode == "tact" else ""))
-            else:
-                log(f"  cpu " + " ".join(f"{t} {100 * r['cpu_share'][t]:.1f}" for t in TASKS)
-                    + " | disk " + " ".join(f"{t} {100 * r['disk_share'][t]:.1f}" for t in READERS))
-    envinfo["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
-    text = write(results, config, envinfo, failures, args.out)
-    print(text)
-    CLEANUP.run()
-    log(f"wrote {args.out}/e4.txt, e4.json, e4.png")
-    return 1 if any(k.startswith("tact") for k in failures) else 0
+    results, failures = run_all(
+        reps, lambda rep: plan, lambda item, rep, seq: one_run(env, *item, rep, seq),
+        lambda item: f"{item[0]} n={item[1]}",
+        lambda r: "cpu " + " ".join(f"{t} {100 * r['cpu_share'][t]:.1f}" for t in TASKS)
+                  + " | disk " + " ".join(f"{t} {100 * r['disk_share'][t]:.1f}" for t in READERS))
+    return finish("e4", args.out, results, envinfo, lambda envinfo: write(results, config, envinfo, failures, args.out))
 
 
 if __name__ == "__main__":
