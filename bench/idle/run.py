@@ -503,6 +503,8 @@ def main():
     ap.add_argument("--rigs", default=",".join(RIGS), help="comma list of disk,net,cpu")
     ap.add_argument("--reps", type=int, help="repetitions of every point")
     ap.add_argument("--seconds", type=float, help="length of every point, s (the warm-up included)")
+    ap.add_argument("--intensities", help="comma list replacing the preset's intensities (disk and net)")
+    ap.add_argument("--pis", help="comma list of fixed PIs in ms replacing the preset's (disk and net)")
     ap.add_argument("--service-ms", type=float, default=20.0, help="disk: the server's time per read, ms")
     ap.add_argument("--disk-bytes", type=int, default=4096, help="disk: bytes per read (a multiple of 4096)")
     ap.add_argument("--net-rate", type=int, default=100, help="net: tbf rate, Mbit/s")
@@ -538,6 +540,10 @@ def main():
     if not rigs:
         ap.error(f"--rigs: choose from {','.join(RIGS)}")
     for rig in rigs:
+        if args.intensities and rig != "cpu":
+            params[rig]["i"] = [float(x) for x in args.intensities.split(",")]
+        if args.pis and rig != "cpu":
+            params[rig]["p"] = [float(x) if "." in x else int(x) for x in args.pis.split(",")]
         if args.seconds:
             params[rig]["seconds"] = args.seconds
             params[rig]["warm"] = min(params[rig]["warm"], args.seconds / 4)

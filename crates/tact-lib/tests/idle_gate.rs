@@ -205,7 +205,7 @@ fn auto_preempt_lengthens_p_while_background_keeps_getting_in_the_way() {
     assert_eq!(r.gate.status().pi, ms(100));
     assert!(r.gate.status().auto);
     // Foreground arrives during every bg request (its bytes are beyond the reported ones):
-    // every f is a preemption, far over the 5% budget.
+    // every f is a preemption, far over the budget.
     for _ in 0..20 {
         let permit = r.gate.acquire().unwrap();
         r.own.fetch_add(1 << 20, Ordering::SeqCst);

@@ -36,4 +36,4 @@ mod tuner;
 pub use gate::{Action, Anchor, Counters, Event, Gate, GateParams, State, Variant};
 pub use model::{Model, ModelError, ModelParams, Prediction};
 pub use scheduler::{Class, Scheduler};
-pub use tuner::{Tuner, TunerError, TunerParams};
+pub use tuner::{Tuner, TunerError, TunerParams, DEFAULT_BETA};

@@ -4,7 +4,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tact_core::idle::{GateParams, TunerParams};
+use tact_core::idle::{GateParams, TunerParams, DEFAULT_BETA};
 
 use super::clock::{Clock, Monotonic};
 use super::sampler::{DiskSampler, NetSampler, Sampler};
@@ -30,10 +30,10 @@ impl Preempt {
     /// fixed: p_min = 10 ms, since looks come at most every millisecond and the spec wants
     /// δ ≤ p/10; p₀ = 100 ms, the long end of the thesis's effective disk band (20–100 ms), so
     /// tuning starts on the foreground's safe side; p_max = 2 s, far beyond where bg starves
-    /// (t_max = 100 ms cycles). Windows and β are the spec's (1 s or 20 PIs, 5%).
+    /// (t_max = 100 ms cycles). Windows are the spec's (1 s or 20 PIs), β tact-core's default.
     pub fn auto_params() -> TunerParams {
         TunerParams {
-            beta: 0.05,
+            beta: DEFAULT_BETA,
             p_min: Duration::from_millis(10),
             p_max: Duration::from_secs(2),
             initial: Duration::from_millis(100),

@@ -9,5 +9,5 @@
 pub mod claims;
 pub mod device;
 
-pub use claims::{Grid, Point, Tuning};
+pub use claims::{Grid, Perf, Point, Sweep, SweepPoint, Tuning};
 pub use device::{run, Outcome, Preempt, Rig, Setup};

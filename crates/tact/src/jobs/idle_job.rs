@@ -44,9 +44,11 @@ const MAX_PROBE: Duration = Duration::from_millis(100);
 /// The probe interval of a plain priority queue (p = 0), which has no PI to resolve: the job is
 /// held at most this long after the foreground's I/O begins.
 const PRIORITY_QUEUE_PROBE: Duration = Duration::from_millis(10);
-/// `--preempt auto` keeps p between these (beyond the tuner's own bounds): the probe cannot
-/// resolve a tenth of less, and the longest foreground gap tact plans for is a second.
-const AUTO_MIN_PI: Duration = Duration::from_millis(10);
+/// `--preempt auto` keeps p between these (beyond the tuner's own bounds): no shorter than the
+/// shortest probe interval, as with a fixed p (the bench's network does best at 1–2 ms, which a
+/// floor of ten probe intervals kept out of reach), and the longest foreground gap tact plans
+/// for is a second.
+const AUTO_MIN_PI: Duration = MIN_PROBE;
 const AUTO_LONGEST_GAP: Duration = Duration::from_secs(1);
 
 enum Watch {
@@ -682,12 +684,16 @@ fn gate_for(
             },
         ),
         Some(Preempt::Auto) => {
-            // The watcher's gate is end-anchored; its floor is what the probe resolves, or
-            // the service time if that is longer.
+            // The watcher's gate is end-anchored, but it sees foreground I/O only as it
+            // completes: the PI runs from the completion before the request in service, which
+            // is that request's start. So the tuner's start-anchored bounds apply (p_min =
+            // 1.25·τ, p₀ = 2·τ), from the measured service time, not from the default PI
+            // (10·τ): from there the tuner took longer than a bench point to come down.
             let tau = default.service.unwrap_or(default.pi / 10);
-            let floor = tau.max(AUTO_MIN_PI);
-            let mut params = TunerParams::measured(tau, Anchor::End, floor, AUTO_LONGEST_GAP);
-            params.initial = default.pi.clamp(params.p_min, params.p_max);
+            let mut params =
+                TunerParams::measured(tau, Anchor::Start, Duration::ZERO, AUTO_LONGEST_GAP);
+            params.p_min = params.p_min.max(AUTO_MIN_PI);
+            params.initial = params.initial.clamp(params.p_min, params.p_max);
             let tuner = Tuner::new(params).map_err(|e| anyhow::anyhow!("--preempt auto: {e}"))?;
             let why = format!(
                 "--preempt auto: starts at {} and moves between {} and {} to keep the share of \
