@@ -366,6 +366,16 @@ proptest! {
         let (n, mean, var) = recount(&xs, batch, trim);
         prop_assert_eq!(s.batches, n);
         prop_assert!((s.mean - mean).abs() <= 1e-9 * mean.abs().max(1e-3), "{} vs {}", s.mean, mean);
-        prop_assert!((s.var - var).abs() <= 1e-7 * var.max(1e-6), "{} vs {}", s.var, var);
+        // The set keeps running sums and takes a batch mean out again when trimming changes it,
+        // so a large mean that came and went leaves a rounding residue of order eps * mean^2
+        // (the largest sample bounds every batch mean); 64 such residues is a generous count.
+        let largest = xs.iter().fold(0.0f64, |a, &x| a.max(x));
+        let residue = 64.0 * f64::EPSILON * largest * largest;
+        prop_assert!(
+            (s.var - var).abs() <= 1e-7 * var.max(1e-6) + residue,
+            "{} vs {}",
+            s.var,
+            var
+        );
     }
 }
