@@ -447,43 +447,6 @@ fn adopted_pids_are_shared_and_left_running() {
     b.wait().unwrap();
 }
 
-/// A `tact-test-*` directory in a cgroup hierarchy, removed (with whatever tact left in it,
-/// which the test then reports) at the end.
-struct TestCgroup(std::path::PathBuf);
-
-impl TestCgroup {
-    fn create(mount: &std::path::Path) -> TestCgroup {
-        let dir = mount.join(format!("tact-test-share-{}", std::process::id()));
-        std::fs::create_dir(&dir).unwrap();
-        TestCgroup(dir)
-    }
-
-    /// Child cgroups left inside.
-    fn leftovers(&self) -> Vec<String> {
-        std::fs::read_dir(&self.0)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        // Depth first: tact's directories, if it failed to remove them, then ours.
-        fn remove(dir: &std::path::Path) {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                for e in entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
-                    remove(&e.path());
-                }
-            }
-            let _ = std::fs::remove_dir(dir);
-        }
-        remove(&self.0);
-    }
-}
-
 #[test]
 fn the_cgroup_backend_weighs_one_cpu_and_removes_its_cgroups() {
     use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
@@ -495,13 +458,13 @@ fn the_cgroup_backend_weighs_one_cpu_and_removes_its_cgroups() {
         eprintln!("skipped: needs a writable cgroup v1 cpu hierarchy (root)");
         return;
     }
-    let cpu = TestCgroup::create(&hier.cpu.dir);
+    let cpu = TestCgroup::create(&hier.cpu.dir, "share");
     // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
     let acct = hier
         .cpuacct
         .as_ref()
         .filter(|a| a.dir != hier.cpu.dir)
-        .map(|a| TestCgroup::create(&a.dir));
+        .map(|a| TestCgroup::create(&a.dir, "share"));
     let runtime = tempfile::tempdir().unwrap();
     let enter = acct
         .as_ref()

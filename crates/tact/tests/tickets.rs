@@ -158,41 +158,6 @@ fn bad_setup_files_get_one_line_and_status_2() {
     );
 }
 
-/// A `tact-test-*` directory in a cgroup hierarchy, removed (with whatever tact left in it,
-/// which the test reports first) at the end.
-struct TestCgroup(PathBuf);
-
-impl TestCgroup {
-    fn create(mount: &Path, name: &str) -> TestCgroup {
-        let dir = mount.join(format!("tact-test-tickets-{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).unwrap();
-        TestCgroup(dir)
-    }
-
-    fn leftovers(&self) -> Vec<String> {
-        std::fs::read_dir(&self.0)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        fn remove(dir: &Path) {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                for e in entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
-                    remove(&e.path());
-                }
-            }
-            let _ = std::fs::remove_dir(dir);
-        }
-        remove(&self.0);
-    }
-}
-
 /// The root-only runs take turns: each divides CPU 1, and two at once would halve each other's.
 static ONE_CPU: Mutex<()> = Mutex::new(());
 
@@ -222,13 +187,13 @@ fn run_on_one_cpu(name: &str, setup: &str, secs: u32) -> Option<Ran> {
         return None;
     }
     let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
-    let cpu = TestCgroup::create(&hier.cpu.dir, name);
+    let cpu = TestCgroup::create(&hier.cpu.dir, &format!("tickets-{name}"));
     // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
     let acct = hier
         .cpuacct
         .as_ref()
         .filter(|a| a.dir != hier.cpu.dir)
-        .map(|a| TestCgroup::create(&a.dir, name));
+        .map(|a| TestCgroup::create(&a.dir, &format!("tickets-{name}")));
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "setup.toml", setup);
     let log = dir.path().join("log.jsonl");
@@ -570,12 +535,12 @@ fn disk_and_memory_tickets_become_bfq_weights_and_soft_limits_and_are_removed() 
     // the same path in the memory and blkio hierarchies (and for its cpuacct mirror).
     let name = "diskmem";
     let mut parents = vec![
-        TestCgroup::create(&hier.cpu.dir, name),
-        TestCgroup::create(&mem_mount, name),
-        TestCgroup::create(&blkio_mount, name),
+        TestCgroup::create(&hier.cpu.dir, &format!("tickets-{name}")),
+        TestCgroup::create(&mem_mount, &format!("tickets-{name}")),
+        TestCgroup::create(&blkio_mount, &format!("tickets-{name}")),
     ];
     if let Some(a) = hier.cpuacct.as_ref().filter(|a| a.dir != hier.cpu.dir) {
-        parents.push(TestCgroup::create(&a.dir, name));
+        parents.push(TestCgroup::create(&a.dir, &format!("tickets-{name}")));
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("data");

@@ -124,3 +124,40 @@ pub fn longest_suspension(log: &Path) -> f64 {
         .filter_map(|v| v["suspend"].as_f64())
         .fold(0.0, f64::max)
 }
+
+/// A `tact-test-NAME-PID` directory in a cgroup hierarchy, removed at the end with whatever tact
+/// left in it (which a test reports first, with `leftovers`).
+pub struct TestCgroup(pub PathBuf);
+
+impl TestCgroup {
+    pub fn create(mount: &Path, name: &str) -> TestCgroup {
+        let dir = mount.join(format!("tact-test-{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        TestCgroup(dir)
+    }
+
+    /// Child cgroups left inside.
+    pub fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        // Depth first: tact's directories, if it failed to remove them, then ours.
+        fn remove(dir: &Path) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
+                    remove(&e.path());
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+        remove(&self.0);
+    }
+}
