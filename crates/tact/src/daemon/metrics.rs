@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn an_idle_gated_jobs_gates_are_exported() {
-        use tact_proto::{DaemonStatus, IdleCpu, Kind};
+        use tact_proto::{IdleCpu, Kind};
         let mut counters = [[0; 4]; 4];
         counters[1][0] = 7;
         let job = JobStatus {
@@ -493,17 +493,7 @@ mod tests {
             }),
         };
         let status = Status {
-            daemon: DaemonStatus {
-                pid: 1,
-                uptime_s: 10.0,
-                lease_ms: 10_000,
-                holder: None,
-                connections: 1,
-                connections_total: 1,
-                grants_total: 0,
-                revoked_total: 0,
-                errors_total: 0,
-            },
+            daemon: crate::daemon::status::one_idle_connection(),
             jobs: vec![job],
         };
         let text = render(&status);

@@ -242,6 +242,22 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
+/// A daemon with one connection and nothing handed out yet, for the status and metrics tests.
+#[cfg(test)]
+pub(crate) fn one_idle_connection() -> tact_proto::DaemonStatus {
+    tact_proto::DaemonStatus {
+        pid: 1,
+        uptime_s: 10.0,
+        lease_ms: 10_000,
+        holder: None,
+        connections: 1,
+        connections_total: 1,
+        grants_total: 0,
+        revoked_total: 0,
+        errors_total: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,7 +278,7 @@ mod tests {
 
     #[test]
     fn an_idle_gated_job_shows_its_gates() {
-        use tact_proto::{DaemonStatus, GateReport, Kind};
+        use tact_proto::{GateReport, Kind};
         let gate = |resource: &str, state| GateReport {
             resource: resource.into(),
             state,
@@ -304,17 +320,7 @@ mod tests {
             }),
         };
         let status = Status {
-            daemon: DaemonStatus {
-                pid: 1,
-                uptime_s: 10.0,
-                lease_ms: 10_000,
-                holder: None,
-                connections: 1,
-                connections_total: 1,
-                grants_total: 0,
-                revoked_total: 0,
-                errors_total: 0,
-            },
+            daemon: crate::daemon::status::one_idle_connection(),
             jobs: vec![job],
         };
         let text = table(&status, Path::new("/run/tact/daemon.sock"));
