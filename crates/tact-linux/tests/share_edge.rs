@@ -565,3 +565,58 @@ fn a_tree_moves_in_its_children_follow_and_drop_cleans_up() {
     drop(stdin);
     root.0.kill().unwrap();
 }
+
+/// A tact that was SIGKILLed leaves its `tact-…-PID` directories; the next one that creates a
+/// group beside them removes those whose owner is gone and that hold no process, and only those.
+#[test]
+fn stale_directories_of_dead_tacts_are_swept() {
+    let Some(h) = real_hierarchy("stale") else {
+        return;
+    };
+    let outer = CpuGroups::create(h.clone(), &test_name("stale"), None).unwrap();
+    let base = outer.dir().to_path_buf();
+    // A pid that is gone: a child that has exited and been reaped.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id() as i32;
+    dead.wait().unwrap();
+    let own = std::process::id();
+    let empty = base.join(format!("tact-share-{dead_pid}"));
+    let busy = base.join(format!("tact-{dead_pid}-idle"));
+    let live = base.join(format!("tact-tickets-{own}"));
+    let unnamed = base.join("tact-tickets");
+    for d in [
+        empty.join("job0"),
+        busy.join("job"),
+        live.clone(),
+        unnamed.clone(),
+    ] {
+        fs::create_dir_all(&d).unwrap();
+    }
+    let s = spinner();
+    let _killer = Killer::new(&[id_of(&s)]);
+    let origin = h.cgroup_of(pid_of(&s)).unwrap();
+    fs::write(busy.join("job/cgroup.procs"), pid_of(&s).to_string()).unwrap();
+
+    let inner = CpuGroups::create(h.clone(), "tact-share-inner", Some(&base)).unwrap();
+    let gone = !empty.exists();
+    let kept = [busy.exists(), live.exists(), unnamed.exists()];
+    // Undo before asserting, so that a failure leaves nothing behind.
+    drop(inner);
+    fs::write(origin.join("cgroup.procs"), pid_of(&s).to_string()).unwrap();
+    for d in [
+        busy.join("job"),
+        busy,
+        live,
+        unnamed,
+        empty.join("job0"),
+        empty,
+    ] {
+        let _ = fs::remove_dir(d);
+    }
+    drop(outer);
+    assert!(gone, "an empty directory of a dead tact is swept");
+    assert_eq!(
+        kept, [true; 3],
+        "kept: one holding a process, one whose owner lives, one without a pid"
+    );
+}

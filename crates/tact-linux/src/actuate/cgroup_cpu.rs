@@ -28,6 +28,7 @@ use std::path::{Component, Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::actuate::stale;
 use crate::actuate::tree::JobTree;
 use crate::error::{Error, Result};
 use crate::probe::proc::{ProcId, ProcReader};
@@ -481,6 +482,10 @@ impl CpuGroups {
             (Some(_), false) => hier.acct_cgroup_of("self", std::process::id() as i32)?,
             _ => None,
         };
+        // What an earlier tact could not remove (it was SIGKILLed) goes before this one adds.
+        for dir in std::iter::once(&base).chain(acct_base.as_ref()) {
+            stale::sweep(dir);
+        }
         let mut groups = CpuGroups {
             dir: base.join(name),
             acct_dir: acct_base.as_ref().map(|b| b.join(name)),

@@ -9,4 +9,5 @@ pub mod ioprio;
 pub mod per_thread;
 pub mod pidfd;
 pub mod sched_idle;
+pub mod stale;
 pub mod tree;
