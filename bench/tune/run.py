@@ -19,6 +19,8 @@ this order by default), each against its own service:
 
 The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
 with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the four baselines.
+The policy `tcc+util` ("tcc + util hint": `tcc:util=0.9` with the service's CPU reported as the
+bottleneck, tune-drive --bottleneck) runs on cpu, competitor and pools, where that CPU is it.
 Per scenario: a table, JSON and a plot; at the end a summary of the issue's targets. See
 bench/tune/README.md.
 """
@@ -44,6 +46,12 @@ CLEANUP = Cleanup()
 DEFAULT_LOCK = "/tmp/tact-bench.lock"
 BASELINES = ["aimd", "vegas", "gradient2", "envoy"]
 PAPER_SPEC = "tcc:fast=false,slow_start=false"
+# TCC with the bottleneck hint: the driver reports the service's CPU busy fraction.
+HINT = "tcc+util"
+HINT_SPEC = "tcc:util=0.9"
+HINT_LABEL = "tcc + util hint"
+HINT_SCENARIOS = ("cpu", "competitor", "pools")
+TCC_POLICIES = ("tcc", HINT)
 ALL_SCENARIOS = ["cpu", "memory", "disk", "net", "competitor", "pools"]
 TAG = f"tact-test-tune-{os.getpid()}"
 
@@ -124,12 +132,27 @@ def scenario_sizes(name, p, args):
     return parse_sizes(p["quick_sizes"] or SCENARIOS[name]["sizes"])
 
 
+def spec_of(pol):
+    return HINT_SPEC if pol == HINT else pol
+
+
+def label_of(pol):
+    return HINT_LABEL if pol == HINT else pol
+
+
+def scenario_policies(name, policies):
+    """The hint needs the service's CPU to be the bottleneck."""
+    return [pol for pol in policies if pol != HINT or name in HINT_SCENARIOS]
+
+
 def plan(name, p, args, policies):
     """[(label, spec, warmup, seconds)] of a sweep scenario, in run order."""
     runs = [(f"static:{n}", f"static:{n}", p["static_warmup"], p["static_seconds"])
             for n in scenario_sizes(name, p, args)]
-    for pol in policies:
-        if pol == "tcc":
+    for pol in scenario_policies(name, policies):
+        if pol == HINT:
+            runs.append((HINT_LABEL, HINT_SPEC, p["tcc_warmup"], p["tcc_seconds"]))
+        elif pol == "tcc":
             runs.append(("tcc", "tcc", p["tcc_warmup"], p["tcc_seconds"]))
             if args.paper:
                 runs.append(("tcc (paper mode)", PAPER_SPEC, p["paper_warmup"], p["paper_seconds"]))
@@ -140,14 +163,16 @@ def plan(name, p, args, policies):
 
 def estimate(name, p, args, policies):
     over = SCENARIO_OVERHEAD_S
+    policies = scenario_policies(name, policies)
     if name == "competitor":
-        base = [b for b in policies if b != "tcc"]
-        return over + p["compete_warmup"] + p["compete_seconds"] + len(base) * (
+        base = [b for b in policies if b not in TCC_POLICIES]
+        tccs = len(policies) - len(base)
+        return over + tccs * (p["compete_warmup"] + p["compete_seconds"]) + len(base) * (
             min(p["compete_warmup"], p["adaptive_warmup"]) + p["compete_base_seconds"] + RUN_OVERHEAD_S)
     if name == "pools":
         static = sum(p["static_warmup"] + p["static_seconds"] + RUN_OVERHEAD_S
                      for _ in scenario_sizes(name, p, args))
-        pairs = sum((p["pools_warmup"] + p["pools_alone"] + p["pools_together"]) if b == "tcc" else
+        pairs = sum((p["pools_warmup"] + p["pools_alone"] + p["pools_together"]) if b in TCC_POLICIES else
                     (min(p["pools_warmup"], p["adaptive_warmup"]) + p["pools_base_alone"] + p["pools_base_together"])
                     for b in policies)
         return over + static + pairs + 2 * RUN_OVERHEAD_S * len(policies)
@@ -436,6 +461,8 @@ class Driver:
                "--max", str(n_max), "--seed", str(args.seed), "--json", self.path]
         if args.init:
             cmd += ["--init", str(args.init)]
+        if spec == HINT_SPEC:
+            cmd += ["--bottleneck", f"cpu:{args.service_cpu}"]
         self.t_launch = time.monotonic()
         self.t0 = None  # time.monotonic() of the pool's clock origin ("started")
         self.started = threading.Event()
@@ -719,9 +746,16 @@ def util_key_of(name):
 def sweep_targets(name, results, xmax, x95):
     """The issue's targets for tact's default row: [(criterion, value, verdict)]."""
     by = {r["label"]: r for r in results}
-    tcc = by.get("tcc")
-    if not tcc or tcc.get("error") or not xmax:
-        return []
+    out = []
+    for label in ("tcc", HINT_LABEL):
+        tcc = by.get(label)
+        if tcc and not tcc.get("error") and xmax:
+            prefix = "" if label == "tcc" else f"{label}: "
+            out += [(prefix + c, v, verdict) for c, v, verdict in tcc_targets(name, results, by, tcc, xmax)]
+    return out
+
+
+def tcc_targets(name, results, by, tcc, xmax):
     uk = util_key_of(name)
     # Steady periods are what TCC is judged on (spec X1); the whole window when it never got there.
     p = tcc.get("steady") or tcc["window"]
@@ -906,20 +940,21 @@ def competitor_report(ctx, results):
                      "/".join(pct(a[k]) for k in ("util_before", "util_during", "util_after")),
                      (f"{ret[1]} at {ret[0]:.0f}s, cycle {ret[2]} (left in {a['cycle_off']})" if ret else "no")])
         r["competitor"] = a
-        if r["label"] == "tcc":
+        if r["label"] in ("tcc", HINT_LABEL):
+            prefix = "" if r["label"] == "tcc" else f"{r['label']}: "
             pre = a["pre"]
             if pre:
-                tt.append(("count during / before (spec: 40-65%)", pct(a["during"] / pre if a["during"] else None),
-                           "info"))
+                tt.append((prefix + "count during / before (spec: 40-65%)",
+                           pct(a["during"] / pre if a["during"] else None), "info"))
             never_left = ret is not None and ret[0] == a["off"]
-            tt.append((f"count back within +-{RETURN_TOLERANCE:.0%} of {fmt(pre)} within {RETURN_CYCLES} cycles",
+            tt.append((prefix + f"count back within +-{RETURN_TOLERANCE:.0%} of {fmt(pre)} within {RETURN_CYCLES} cycles",
                        (f"{ret[1]} when it left: the count never moved out" if never_left else
                         f"{ret[1]} at {ret[0]:.0f}s, cycle {ret[2]} vs left in {a['cycle_off']}" if ret
                         else f"not back by the end (cycle {a['cycle_end']})"),
                        "PASS" if a["returned_ok"] else "FAIL"))
-            tt.append(("service CPU after it left (spec: 85-95%)", pct(a["util_after"]), "info"))
+            tt.append((prefix + "service CPU after it left (spec: 85-95%)", pct(a["util_after"]), "info"))
             if not r.get("extra", {}).get("steady_before"):
-                tt.append(("tcc was steady before the competitor", "no (started at the deadline)", "FAIL"))
+                tt.append((prefix + "tcc was steady before the competitor", "no (started at the deadline)", "FAIL"))
     lines += ["", table_text(head, rows)]
     return lines, tt, {}, lambda: plot_timeline("competitor", results, ctx["outdir"])
 
@@ -970,15 +1005,17 @@ def pools_report(ctx, results, pairs):
                      f"{pct(an['share_first'])}/{pct(an['share_second'])}", fmt(an["jain"], "{:.3f}"),
                      pct(an["sum"] / cap) if cap else "-",
                      f"{fmt(an['solo_count'])}; {fmt(an['count_first'])}/{fmt(an['count_second'])}"])
-        if pair["policy"] == "tcc":
+        if pair["policy"] in ("tcc", HINT_LABEL):
+            prefix = "" if pair["policy"] == "tcc" else f"{pair['policy']}: "
             ok = all(s is not None and SHARE_BAND[0] <= s <= SHARE_BAND[1]
                      for s in (an["share_first"], an["share_second"]))
-            tt.append((f"two pools each {SHARE_BAND[0]:.0%}-{SHARE_BAND[1]:.0%} of the sum",
+            tt.append((prefix + f"two pools each {SHARE_BAND[0]:.0%}-{SHARE_BAND[1]:.0%} of the sum",
                        f"{pct(an['share_first'])} / {pct(an['share_second'])}", "PASS" if ok else "FAIL"))
-            tt.append(("Jain index (spec: >= 0.95)", fmt(an["jain"], "{:.3f}"), "info"))
+            tt.append((prefix + "Jain index (spec: >= 0.95)", fmt(an["jain"], "{:.3f}"), "info"))
             if cap:
-                tt.append(("sum vs capacity (spec: 85-97%)", pct(an["sum"] / cap), "info"))
-                tt.append(("alone vs capacity (spec: >= 85%)", pct(an["solo"] / cap) if an["solo"] else "-", "info"))
+                tt.append((prefix + "sum vs capacity (spec: 85-97%)", pct(an["sum"] / cap), "info"))
+                tt.append((prefix + "alone vs capacity (spec: >= 85%)",
+                           pct(an["solo"] / cap) if an["solo"] else "-", "info"))
     lines += ["", table_text(head, rows)]
     refs = {"capacity": xmax and dict(zip(("size", "throughput", "util"), xmax))}
     return lines, tt, refs, lambda: plot_timeline("pools", [r for p in pairs for r in (p["first"], p["second"])],
@@ -1013,8 +1050,8 @@ def run_competitor(ctx, p, policies, partial):
     """TCC until steady (or a deadline), the competitor for compete_on s after compete_hold, then
     the rest of the run; each baseline with the same schedule, shorter."""
     results, schedule = [], {}
-    for pol in policies:
-        is_tcc = pol == "tcc"
+    for pol in scenario_policies("competitor", policies):
+        is_tcc = pol in TCC_POLICIES
         warmup = p["compete_warmup"] if is_tcc else min(p["compete_warmup"], p["adaptive_warmup"])
         seconds = p["compete_seconds"] if is_tcc else p["compete_base_seconds"]
         state = {"steady": None, "on": None, "off": None, "threads": None}
@@ -1026,8 +1063,8 @@ def run_competitor(ctx, p, policies, partial):
                 ready.set()
 
         log(f"[competitor] {pol}: {warmup:g}+{seconds:g} s")
-        d = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], pol, pol, warmup, seconds, ctx["args"],
-                   ctx["sc"], ctx["outdir"], on_steady if is_tcc else None)
+        d = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], label_of(pol), spec_of(pol), warmup,
+                   seconds, ctx["args"], ctx["sc"], ctx["outdir"], on_steady if is_tcc else None)
         d.started.wait(30)
         if is_tcc:
             # Steady first (or the deadline), then compete_hold s of steady time before it starts.
@@ -1066,19 +1103,19 @@ def run_pools(ctx, p, policies, partial):
     second joins; both end together."""
     sweep = run_sweep(ctx, p, [], partial)
     pairs = []
-    for pol in policies:
-        is_tcc = pol == "tcc"
+    for pol in scenario_policies("pools", policies):
+        is_tcc = pol in TCC_POLICIES
         alone = p["pools_alone"] if is_tcc else p["pools_base_alone"]
         together = p["pools_together"] if is_tcc else p["pools_base_together"]
         w = p["pools_warmup"] if is_tcc else min(p["pools_warmup"], p["adaptive_warmup"])
         w2 = min(p["pools_second_warmup"], together / 3)
         log(f"[pools] {pol} pair: first alone {w:g}+{alone:g} s, then together {together:g} s")
-        first = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{pol} first", pol, w,
-                       alone + together, ctx["args"], ctx["sc"], ctx["outdir"])
+        first = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{label_of(pol)} first", spec_of(pol),
+                       w, alone + together, ctx["args"], ctx["sc"], ctx["outdir"])
         first.started.wait(30)
         time.sleep(max(0.0, w + alone - first.now()))
         second_at = first.now()
-        second = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{pol} second", pol, w2,
+        second = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{label_of(pol)} second", spec_of(pol), w2,
                         max(1.0, w + alone + together - second_at - w2), ctx["args"], ctx["sc"], ctx["outdir"])
         ra, rb = first.wait(), second.wait()
         for r in (ra, rb):
@@ -1087,7 +1124,7 @@ def run_pools(ctx, p, policies, partial):
         if not rb.get("error"):
             # The second driver's clock, moved onto the first's, for the plot.
             rb["extra"] = {"offset": offset}
-        pair = {"policy": pol, "first": slim(ra), "second": slim(rb), "alone_end": w + alone,
+        pair = {"policy": label_of(pol), "first": slim(ra), "second": slim(rb), "alone_end": w + alone,
                 "together": (offset + w2, w + alone + together)}
         pairs.append(pair)
         partial({"pair": pol, "first": pair["first"]["label"], "second": pair["second"]["label"]})
@@ -1104,6 +1141,8 @@ COLORS = {"tcc": "tab:green", "aimd": "tab:orange", "vegas": "tab:purple", "grad
 def color(r):
     if "paper" in r["label"]:
         return "tab:olive"
+    if r["spec"] == HINT_SPEC:
+        return "tab:cyan"
     return COLORS.get(r["spec"].split(":")[0], "tab:blue")
 
 
@@ -1267,7 +1306,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="~5-minute smoke run of every scenario")
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
-    ap.add_argument("--policies", default="tcc," + ",".join(BASELINES),
+    ap.add_argument("--policies", default=f"tcc,{HINT}," + ",".join(BASELINES),
                     help="adaptive controllers in run order (tcc, aimd, vegas, gradient2, envoy, or any spec)")
     ap.add_argument("--no-paper", dest="paper", action="store_false",
                     help=f"skip the TCC (paper mode) row ({PAPER_SPEC})")

@@ -246,6 +246,7 @@ mod tests {
             throughput: None,
             batches: 0,
             forced: false,
+            hinted: false,
         }
     }
 

@@ -15,6 +15,17 @@ pub const ENDLESS: usize = usize::MAX / 4;
 
 type Rate = Box<dyn FnMut(usize, u64) -> f64>;
 type Extra = Box<dyn FnMut(u64) -> Duration>;
+type Utilization = Box<dyn FnMut(usize) -> f64>;
+
+/// A host's bottleneck sampler: the utilization as a function of the tasks in flight,
+/// time-weighted over each period and reported at the first event after the period ends.
+pub struct Hint {
+    pub every: Duration,
+    pub util: Utilization,
+    next: Duration,
+    sum: f64,
+    time: f64,
+}
 
 pub struct Pool {
     pub tcc: Tcc,
@@ -30,6 +41,7 @@ pub struct Pool {
     next_completion: Option<Duration>,
     pub trace: Vec<Transition>,
     pub targets: Vec<(Duration, usize)>,
+    pub hint: Option<Hint>,
 }
 
 /// The paper's reproduction parameters (fixed 50 s steady state) from `n_init` workers.
@@ -64,6 +76,7 @@ impl Pool {
             next_completion: None,
             trace: Vec::new(),
             targets: Vec::new(),
+            hint: None,
         };
         pool.targets.push((Duration::ZERO, pool.tcc.target()));
         pool.fill();
@@ -71,6 +84,38 @@ impl Pool {
         pool.apply(answer);
         pool.schedule();
         pool
+    }
+
+    /// Reports the bottleneck's utilization `util(in flight)` every `every` from now on.
+    pub fn with_hint(mut self, every: Duration, util: impl FnMut(usize) -> f64 + 'static) -> Pool {
+        self.hint = Some(Hint {
+            every,
+            util: Box::new(util),
+            next: self.now + every,
+            sum: 0.0,
+            time: 0.0,
+        });
+        self
+    }
+
+    /// Integrates the utilization up to `to`, and reports it once a period has ended.
+    fn sample_hint(&mut self, to: Duration) {
+        let in_flight = self.in_flight;
+        let Some(h) = self.hint.as_mut() else {
+            return;
+        };
+        let dt = (to - self.now).as_secs_f64();
+        h.sum += (h.util)(in_flight) * dt;
+        h.time += dt;
+        if to < h.next || h.time <= 0.0 {
+            return;
+        }
+        let u = h.sum / h.time;
+        (h.sum, h.time) = (0.0, 0.0);
+        h.next = to + h.every;
+        self.now = to;
+        let answer = self.tcc.on_hint(to, u);
+        self.apply(answer);
     }
 
     pub fn load(&self) -> Load {
@@ -116,6 +161,20 @@ impl Pool {
             (None, Some(_)) => false,
             (None, None) => return false,
         };
+        let at = if arrival_first {
+            self.next_arrival.unwrap()
+        } else {
+            self.next_completion.unwrap()
+        };
+        if self.hint.is_some() {
+            let before = self.in_flight;
+            self.sample_hint(at);
+            if self.in_flight != before {
+                // The report grew the target: the started tasks change the next completion.
+                self.schedule();
+                return true;
+            }
+        }
         if arrival_first {
             let (size, every) = self.blocks.expect("arrivals come from blocks");
             self.now = self.next_arrival.unwrap();

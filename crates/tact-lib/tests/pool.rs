@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use tact_core::tune::{Event, Policy, Tcc, TuneParams};
-use tact_lib::tune::{Full, Pool, TaskError};
+use tact_lib::tune::{Full, Pool, TaskError, HINT_PERIOD};
 
 /// A policy the test steers: it answers `want` at the next event (ticks included), optionally
 /// switching `want` itself after a number of completions, and logs every event with the target
@@ -487,4 +487,80 @@ fn tcc_runs_two_thousand_short_tasks_within_its_bounds() {
     }
     let status = pool.stats().status.expect("TCC status");
     assert_eq!(status.target, pool.target());
+}
+
+/// Logs the bottleneck reports it receives and grows to 2 workers at the first one.
+struct HintLog {
+    target: usize,
+    hints: Arc<Mutex<Vec<(Duration, f64)>>>,
+}
+
+impl Policy for HintLog {
+    fn target(&self) -> usize {
+        self.target
+    }
+
+    fn on_event(&mut self, _: Event) -> Option<usize> {
+        None
+    }
+
+    fn on_hint(&mut self, now: Duration, utilization: f64) -> Option<usize> {
+        self.hints.lock().unwrap().push((now, utilization));
+        (self.target != 2).then(|| {
+            self.target = 2;
+            2
+        })
+    }
+}
+
+#[test]
+fn the_bottleneck_source_is_sampled_from_ticks_and_reported_as_hints() {
+    let hints = Arc::new(Mutex::new(Vec::new()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let pool = {
+        let calls = Arc::clone(&calls);
+        Pool::builder()
+            .policy(Box::new(HintLog {
+                target: 1,
+                hints: Arc::clone(&hints),
+            }))
+            .max_workers(4)
+            // Ticks every 5 ms; the source is still read at most every 100 ms.
+            .tick(Duration::from_millis(5))
+            .bottleneck(move || {
+                // The first reading only starts an interval, as CpuBusy's does.
+                (calls.fetch_add(1, Ordering::SeqCst) > 0).then_some(0.25)
+            })
+            .build()
+    };
+    let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(Arc::clone(&gate));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let gate = Arc::clone(&gate);
+            pool.submit(move || gate.pass())
+        })
+        .collect();
+    // The first hint grows the pool to 2: both gated tasks run at once.
+    wait_until("two tasks in flight after a hint", || {
+        pool.stats().in_flight == 2
+    });
+    wait_until("three hints", || hints.lock().unwrap().len() >= 3);
+    gate.open();
+    for h in handles {
+        h.wait().unwrap();
+    }
+    pool.shutdown();
+    let elapsed = started.elapsed();
+    let hints = hints.lock().unwrap();
+    assert!(hints.iter().all(|&(_, u)| u == 0.25), "{hints:?}");
+    assert!(hints.windows(2).all(|w| w[0].0 <= w[1].0), "{hints:?}");
+    // Sampling moments are at least HINT_PERIOD apart.
+    let bound = (elapsed.as_secs_f64() / HINT_PERIOD.as_secs_f64()).floor() as usize + 1;
+    assert!(
+        calls.load(Ordering::SeqCst) <= bound,
+        "{} calls in {elapsed:?}",
+        calls.load(Ordering::SeqCst)
+    );
 }

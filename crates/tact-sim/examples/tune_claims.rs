@@ -15,6 +15,7 @@ use tact_core::tune::TuneParams;
 use tact_sim::tune::claims::{self, Fig5Point, Fig5Spread, Protocol, SharePoint, Shared2, R_GRID};
 use tact_sim::tune::convergence::{self, ModeSummary, MODES, WORKLOADS};
 use tact_sim::tune::experiments::{self as x, Check, SEEDS};
+use tact_sim::tune::hint;
 use tact_sim::tune::rows::{self, References, Rig, RowSummary, RIGS};
 use tact_sim::tune::{Spacing, Topology};
 
@@ -327,6 +328,68 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    // ---- The bottleneck hint -----------------------------------------------------------------
+    let (vm_plain, vm_hint) = (hint::vm(false, &SEEDS), hint::vm(true, &SEEDS));
+    println!("\n## The bottleneck hint (util = 0.9) on the X1 VM model: tact's defaults, Pareto spacing, 50 s steady states, 12 min from 2 workers, median of seeds {SEEDS:?}\n");
+    println!(
+        "| hint | steady counts (seed 1) | count | utilization | vs X*_95 | vs X*_max | G1 | G2 |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---|---|");
+    for r in [&vm_plain, &vm_hint] {
+        println!(
+            "| {} | {:?} | {} | {:.1}% | {:.1}% | {:.1}% | {} | {} |",
+            if std::ptr::eq(r, &vm_hint) {
+                "on"
+            } else {
+                "off"
+            },
+            r.runs[0].counts,
+            r.count,
+            100.0 * r.utilization,
+            100.0 * r.vs_best95,
+            100.0 * r.vs_max,
+            yes(r.g1()),
+            yes(r.g2()),
+        );
+    }
+    let friendly: Vec<_> = [50.0, 100.0, 200.0]
+        .iter()
+        .flat_map(|&y0| {
+            [Protocol::noise_free(), Protocol::noisy_long(1)]
+                .map(|how| (y0, how.spacing, hint::theorem1(y0, how)))
+        })
+        .collect();
+    println!("\nAgainst Theorem 1's competitor (defaults, removal off; equation (6): (44.0, 49.5]%), time-weighted share over the steady periods:\n");
+    println!("| y₀ | spacing | share without the hint | share with it | steady counts identical |");
+    println!("|---:|---|---:|---:|---|");
+    for (y0, spacing, f) in &friendly {
+        println!(
+            "| {y0} | {} | {:.1}% | {:.1}% | {} |",
+            spacing_name(*spacing),
+            100.0 * f.without.share,
+            100.0 * f.with.share,
+            f.with.steady_counts == f.without.steady_counts,
+        );
+    }
+    let vm_comp: Vec<_> = SEEDS
+        .iter()
+        .flat_map(|&k| [hint::vm_competitor(false, k), hint::vm_competitor(true, k)])
+        .collect();
+    println!(
+        "\nThe VM with {} always-runnable competitor tasks on web's core, 20 min:\n",
+        hint::VM_COMPETITOR_TASKS
+    );
+    for r in &vm_comp {
+        println!(
+            "- seed {}, hint {}: share of web {:.1}%, web {:.1}%, steady counts {:?}",
+            r.seed,
+            if r.hint { "on" } else { "off" },
+            100.0 * r.share,
+            100.0 * r.web,
+            r.counts
+        );
+    }
+
     // ---- Errata -----------------------------------------------------------------------------
     let z = normal_quantile(0.95).unwrap();
     let e1 = n1_hat(1.0, 1.0, 0.14, 0.1, z);
@@ -360,6 +423,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
             "convergence": convergence,
+            "hint": {
+                "vm": [&vm_plain, &vm_hint],
+                "theorem1": friendly.iter().map(|(y0, _, f)| serde_json::json!({
+                    "competitor": y0, "without": f.without, "with": f.with,
+                })).collect::<Vec<_>>(),
+                "vm_competitor": vm_comp,
+            },
             "rows": rigs.iter().map(|(rig, refs, table)| serde_json::json!({
                 "rig": rig, "references": refs, "rows": table,
             })).collect::<Vec<_>>(),
@@ -368,4 +438,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("wrote {path}");
     }
     Ok(())
+}
+
+fn spacing_name(s: Spacing) -> &'static str {
+    match s {
+        Spacing::Deterministic => "noise-free",
+        Spacing::Exponential => "exponential, 30 min",
+        Spacing::Pareto { .. } => "Pareto",
+    }
 }

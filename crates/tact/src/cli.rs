@@ -381,6 +381,7 @@ Examples:
   tact tune --completions tree -- make          sub-makes' jobs count too (recursive make)
   tact tune -v --json-log tune.jsonl -- make    print and log every decision
   tact tune --policy static:4 -- make           a fixed count, for comparison
+  tact tune --bottleneck cpu:0-3 -- make        also watch CPUs 0-3: climb while they have room
   tact tune --workers-file /tmp/j -- parallel -j /tmp/j gzip ::: *.log
   tact tune --workers-file /tmp/j --completions file:/tmp/done -- ./crawler --jobs-file /tmp/j
 
@@ -400,6 +401,12 @@ What counts as a finished job (--completions):
                       the default)
   tree                any process below the command exits (recursive builds, scripts)
   file:PATH           the last number in PATH, a counter the program keeps
+
+When to use --bottleneck: by throughput alone TCC stops where one more step gains less than q
+(14%), which on a gently bending curve leaves the bottleneck at 75-85%. If you know what the jobs
+saturate (the CPUs they run on, or psi:io for a disk), name it: TCC then goes on while it is
+below 90% busy. Name a resource the jobs do saturate: with one that never fills up, TCC climbs
+for as long as throughput rises at all.
 
 tact passes SIGINT and SIGTERM on to the command and exits with its status.";
 
@@ -432,6 +439,13 @@ pub struct TuneArgs {
     /// Write one JSON object per change of the count and per controller decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub json_log: Option<PathBuf>,
+    /// The resource the jobs saturate, read every 100 ms for TCC's bottleneck hint: cpu:LIST
+    /// (busy fraction of those CPUs, e.g. cpu:1 or cpu:0,2-3) or psi:cpu|io|memory (time some
+    /// task waited for it). While it stays below tcc's util (0.9), a step that gains less than
+    /// q still counts, so TCC reaches 85-95% utilization where throughput alone stops early; a
+    /// bottleneck someone else also saturates reads ~100% and leaves the paper's rule as is.
+    #[arg(long, value_name = "SRC", value_parser = crate::tune::bottleneck::parse_bottleneck)]
+    pub bottleneck: Option<crate::tune::bottleneck::BottleneckSpec>,
     /// The command to run, after `--`.
     #[arg(
         required = true,

@@ -5,6 +5,9 @@
 //! sampling period, the service's and its own CPU time; prints a one-line summary and writes
 //! everything as JSON (`--json`).
 //!
+//! With `--bottleneck cpu:N` the pool also reports CPU N's busy fraction (from `/proc/stat`) to
+//! the controller every 100 ms, for TCC's bottleneck hint (`tcc:util=0.9`).
+//!
 //! While it runs, stdout carries event lines for a harness that acts mid-run (run.py starts a
 //! competitor once TCC is steady): `started` when the pool's clock starts, then
 //! `steady AT TARGET` (s since the pool's start) whenever TCC enters Steady.
@@ -28,6 +31,7 @@ use tact_bench_tune::summary::{
 use tact_core::tune::select::policy_from_spec;
 use tact_core::tune::{Phase, Transition};
 use tact_lib::tune::Pool;
+use tact_linux::probe::busy::{CpuBusy, CpuStat};
 use tact_sim::SimRng;
 
 #[derive(Parser, Debug)]
@@ -67,6 +71,16 @@ struct Args {
     /// Write the full record here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Report this CPU's busy fraction to the controller as the bottleneck's utilization
+    /// (`cpu:N`, the service's CPU): TCC's bottleneck hint.
+    #[arg(long, value_name = "cpu:N", value_parser = parse_bottleneck)]
+    bottleneck: Option<usize>,
+}
+
+fn parse_bottleneck(s: &str) -> Result<usize, String> {
+    s.strip_prefix("cpu:")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("expected cpu:N, got {s:?}"))
 }
 
 #[derive(Serialize)]
@@ -79,6 +93,8 @@ struct Report<'a> {
     max: usize,
     init: usize,
     seed: u64,
+    /// The CPU whose busy fraction the controller was told (`--bottleneck`).
+    bottleneck_cpu: Option<usize>,
     /// The measured window, [warmup, warmup + seconds].
     window: Period,
     /// The window's part that TCC spent in Steady (none for other controllers, or before TCC
@@ -196,16 +212,25 @@ fn main() -> Result<()> {
     });
     println!("started");
     std::io::stdout().flush()?;
-    let pool = Arc::new(
-        Pool::builder()
-            .policy(policy)
-            .max_workers(args.max)
-            // A queue as long as the largest pool keeps every worker supplied, and is short
-            // enough to drain quickly at the end.
-            .queue_capacity(args.max)
-            .name("tune-drive")
-            .build(),
-    );
+    let mut builder = Pool::builder()
+        .policy(policy)
+        .max_workers(args.max)
+        // A queue as long as the largest pool keeps every worker supplied, and is short
+        // enough to drain quickly at the end.
+        .queue_capacity(args.max)
+        .name("tune-drive");
+    if let Some(cpu) = args.bottleneck {
+        let mut meter = CpuBusy::new(CpuStat::new(), vec![cpu])
+            .with_context(|| format!("--bottleneck cpu:{cpu}"))?;
+        builder = builder.bottleneck(move || match meter.sample() {
+            Ok(u) => u,
+            Err(e) => {
+                eprintln!("tune-drive: --bottleneck cpu:{cpu}: {e}");
+                None
+            }
+        });
+    }
+    let pool = Arc::new(builder.build());
 
     let feeder = {
         let pool = Arc::clone(&pool);
@@ -290,6 +315,7 @@ fn main() -> Result<()> {
         max: args.max,
         init,
         seed: args.seed,
+        bottleneck_cpu: args.bottleneck,
         window,
         steady,
         first_steady_s: first_steady(&trace),

@@ -10,6 +10,10 @@
 //! trimmed busy-time samples ([`decide`]). Parameters are checked against Theorem 1's
 //! friendliness conditions ([`params::check_friendly`]).
 //!
+//! A host that can see the bottleneck may also report its utilization ([`Policy::on_hint`]):
+//! while it stays below `TuneParams::util`, an add step that gains less than q still counts
+//! (beyond the paper; inert on a saturated bottleneck, so Theorem 1's bound stands).
+//!
 //! The contract shared with other controllers is [`Policy`]; `docs/tune.md` describes the
 //! choices made where the paper is silent or wrong.
 

@@ -141,6 +141,14 @@ pub struct TuneParams {
     /// it per workload key, from [`crate::tune::Status::steady_count`]). The first cycle is
     /// then a normal one from that count (Base at its cut, no slow start); `n_init` is unused.
     pub warm: Option<usize>,
+    /// Bottleneck utilization hint (beyond the paper; `docs/tune.md`, "The bottleneck hint"):
+    /// when the host reports the bottleneck's utilization ([`crate::tune::Policy::on_hint`]),
+    /// an add step that gains less than q but more than nothing still counts as better while
+    /// the bottleneck's mean utilization over the step stays below this, and a removal that
+    /// leaves it below this is undone. Against a competitor the bottleneck is saturated, so the
+    /// rule is inert there and Theorem 1's bound stands. Without reports it does nothing.
+    #[serde(default = "default_util")]
+    pub util: f64,
     /// Accept (p, q, w) that break condition (1) or (2) of Theorem 1.
     pub allow_unfriendly: bool,
     /// A configuration holding this many raw samples counts as at its dwell cap (bounds memory
@@ -182,12 +190,20 @@ impl Default for TuneParams {
             slow_start: true,
             fast: true,
             warm: None,
+            util: default_util(),
             allow_unfriendly: false,
             max_samples: 1 << 20,
             trace_capacity: 1024,
             seed: 0,
         }
     }
+}
+
+/// The bottleneck hint's utilization target: inside G2's 85–95% band, low enough that a
+/// saturated bottleneck (a competitor's, ≈ 100%) never passes for an idle one under measurement
+/// noise.
+fn default_util() -> f64 {
+    0.90
 }
 
 impl TuneParams {
@@ -296,6 +312,13 @@ impl TuneParams {
             -f64::MIN_POSITIVE,
             0.5,
             "the trimmed fraction must be in [0, 0.5)",
+        )?;
+        frac(
+            "util",
+            self.util,
+            0.0,
+            1.0,
+            "the bottleneck utilization target must be in (0, 1)",
         )?;
         frac(
             "autocorr_max",

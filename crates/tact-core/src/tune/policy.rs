@@ -101,6 +101,15 @@ pub trait Policy {
         self.on_event(Event::Tick { at: now })
     }
 
+    /// The bottleneck's mean utilization in [0, 1] since the previous report, from a host that
+    /// can see the resource the pool saturates (CPU busy time, `docs/tune.md` "The bottleneck
+    /// hint"). A method rather than an [`Event`] variant so that hosts' event logs and matches
+    /// stay as they are. Policies that have no use for it (every baseline) ignore it.
+    fn on_hint(&mut self, now: Duration, utilization: f64) -> Option<usize> {
+        let _ = (now, utilization);
+        None
+    }
+
     /// The state transitions since the last call, oldest first (hosts expose them as JSON
     /// traces). Policies without states return none.
     fn drain_trace(&mut self) -> Vec<Transition> {
@@ -176,4 +185,9 @@ pub struct Transition {
     pub batches: u32,
     /// The decision was forced at a dwell cap, from the point estimate.
     pub forced: bool,
+    /// The bottleneck hint decided it (`TuneParams::util`): an add step that gained less than q
+    /// counted as `Better` because the bottleneck stayed below its utilization target, or a
+    /// removal that kept throughput counted as `Lost` because it left the bottleneck below it.
+    #[serde(default)]
+    pub hinted: bool,
 }

@@ -1,7 +1,6 @@
 //! Policies by name, for hosts (pools, `tact tune`, the Python executor, benchmarks) that let the
 //! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `tcc:fast=false,warm=12`,
-//! `static:8` (or `fixed:8`),
-//! `aimd`, `vegas`, `gradient2`, `envoy`.
+//! `tcc:util=0.9`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -54,6 +53,7 @@ const TCC_KEYS: &[&str] = &[
     "slow_start",
     "fast",
     "warm",
+    "util",
     "allow_unfriendly",
     "max_samples",
     "trace_capacity",
@@ -225,6 +225,8 @@ fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), 
             }
             _ => num(value).map(|v| p.warm = Some(v)),
         },
+        // The bottleneck hint's target; it acts only when the host reports a utilization.
+        "util" => num(value).map(|v| p.util = v),
         "allow_unfriendly" => num(value).map(|v| p.allow_unfriendly = v),
         "max_samples" => num(value).map(|v| p.max_samples = v),
         "trace_capacity" => num(value).map(|v| p.trace_capacity = v),

@@ -31,6 +31,33 @@ enum Settle {
     Done,
 }
 
+/// Bottleneck utilization reported by the host ([`Policy::on_hint`]) over a configuration's
+/// measured busy time: time-weighted, so reports of any period add up.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Util {
+    /// Busy seconds the reports covered, and the sum of utilization × seconds.
+    covered: f64,
+    sum: f64,
+    /// Measured busy seconds they could have covered (earlier visits, in fast mode).
+    measured: f64,
+}
+
+impl Util {
+    fn merge(&self, other: &Util) -> Util {
+        Util {
+            covered: self.covered + other.covered,
+            sum: self.sum + other.sum,
+            measured: self.measured + other.measured,
+        }
+    }
+
+    /// The mean, when reports covered at least half the measured time: a host that stopped
+    /// reporting (or reports too rarely for this configuration) turns the hint off.
+    fn mean(&self) -> Option<f64> {
+        (self.covered > 0.0 && self.covered >= 0.5 * self.measured).then(|| self.sum / self.covered)
+    }
+}
+
 /// Fast mode's progress through one comparison (C₂ against C₁; spec §6 item 1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Comparison {
@@ -38,6 +65,8 @@ struct Comparison {
     cand: Summary,
     cand_busy: Duration,
     cand_nstar: Option<Duration>,
+    /// C₂'s bottleneck utilization over its earlier visits.
+    cand_util: Util,
     /// Busy time spent running C₁ again: the dwell cap bounds the whole comparison.
     c1_busy: Duration,
     /// The look the test is at: k = 0 at C₂'s n* batches, then every doubling of n₁ + n₂.
@@ -55,6 +84,7 @@ impl Comparison {
             cand: Summary::default(),
             cand_busy: Duration::ZERO,
             cand_nstar: None,
+            cand_util: Util::default(),
             c1_busy: Duration::ZERO,
             look: 0,
             look_at: 0,
@@ -82,6 +112,8 @@ pub struct Decision {
     /// Whether C₂ was judged better (a thrashing-guard trip is "not better").
     pub better: bool,
     pub forced: bool,
+    /// The bottleneck hint decided it (see [`Transition::hinted`]).
+    pub hinted: bool,
     /// Samples measured since the previous decision (both configurations, revisits
     /// included), and the batch size b they were grouped by.
     pub samples: u64,
@@ -120,6 +152,12 @@ pub struct Status {
     pub slow_start: bool,
     /// Fast mode is measuring C₁ again (the target is C₁'s count for now).
     pub revisiting: bool,
+    /// The bottleneck's mean utilization over the configuration being measured (after its
+    /// settling), when the host reports one ([`Policy::on_hint`]) for at least half that time.
+    pub utilization: Option<f64>,
+    /// Steps the bottleneck hint decided: add steps it accepted and removals it undid (their
+    /// transitions say `hinted`).
+    pub hinted: u64,
 }
 
 /// Throughput-guided concurrency control.
@@ -139,6 +177,15 @@ pub struct Tcc {
     busy: Duration,
     /// Busy clock at the last completion, while no starved period has followed it.
     mark: Option<Duration>,
+
+    // Bottleneck hint: busy clock at the last report, at the end of the current
+    // configuration's settling, and the reports over its measured time since.
+    hint_at: Option<Duration>,
+    measure_from: Option<Duration>,
+    util: Util,
+    hinted: u64,
+    /// The decision being recorded is the hint's (marks its Decision and Transition).
+    hint_decides: bool,
 
     // The configuration being measured.
     b: usize,
@@ -192,6 +239,11 @@ impl Tcc {
             saturated: false,
             busy: Duration::ZERO,
             mark: None,
+            hint_at: None,
+            measure_from: None,
+            util: Util::default(),
+            hinted: 0,
+            hint_decides: false,
             b,
             cur: SampleSet::new(b, params.trim),
             config_start: Duration::ZERO,
@@ -261,6 +313,8 @@ impl Tcc {
             steady_count: self.steady_count,
             slow_start: self.slow,
             revisiting: self.cmp.revisit.is_some(),
+            utilization: self.judged_util().mean(),
+            hinted: self.hinted,
         }
     }
 
@@ -269,7 +323,8 @@ impl Tcc {
         self.decisions.drain(..).collect()
     }
 
-    fn handle(&mut self, event: Event) {
+    /// Feeds one event, with the bottleneck's utilization when it is a hint.
+    fn handle(&mut self, event: Event, hint: Option<f64>) {
         let mut at = event.at();
         if let Some(last) = self.last_at {
             if at < last {
@@ -302,6 +357,7 @@ impl Tcc {
                     }
                     Settle::Skip(k) => {
                         self.settle = if k <= 1 {
+                            self.measure_from = Some(self.busy);
                             Settle::Done
                         } else {
                             Settle::Skip(k - 1)
@@ -316,9 +372,47 @@ impl Tcc {
             self.load = load;
         }
         self.refresh_load();
+        if let Some(u) = hint {
+            self.take_hint(u);
+        }
         if sampled || advanced {
             self.step(at);
         }
+    }
+
+    /// A utilization report covers the busy time since the previous one; only its part after
+    /// the current configuration settled counts (settling is a transient, like its samples).
+    /// The first report only starts the chain.
+    fn take_hint(&mut self, u: f64) {
+        let last = self.hint_at.replace(self.busy);
+        if !u.is_finite() {
+            return;
+        }
+        let (Some(last), Some(from)) = (last, self.measure_from) else {
+            return;
+        };
+        let span = self.busy.saturating_sub(last.max(from)).as_secs_f64();
+        self.util.covered += span;
+        self.util.sum += span * u.clamp(0.0, 1.0);
+    }
+
+    /// The bottleneck utilization over the configuration being judged: earlier visits (fast
+    /// mode) and this one since it settled.
+    fn judged_util(&self) -> Util {
+        let measured = self
+            .measure_from
+            .map_or(0.0, |m| self.busy.saturating_sub(m).as_secs_f64());
+        self.cmp.cand_util.merge(&Util {
+            measured,
+            ..self.util
+        })
+    }
+
+    /// The hint says the bottleneck stayed below its target while this configuration ran.
+    fn unsaturated(&self) -> bool {
+        self.judged_util()
+            .mean()
+            .is_some_and(|u| u < self.params.util)
     }
 
     /// Saturation and settling after the load or the target changed.
@@ -498,6 +592,11 @@ impl Tcc {
             }
             Outcome::NotBetter => {
                 self.forced += u64::from(forced);
+                if s.throughput() > r.s.throughput() && self.unsaturated() {
+                    // The paper would stop, but the bottleneck is demonstrably not saturated:
+                    // the added workers cannot be taking it from anyone.
+                    return self.hinted_add(at, r.n, q, forced);
+                }
                 let reason = if s.throughput() < r.s.throughput() {
                     Reason::Decline
                 } else {
@@ -506,6 +605,26 @@ impl Tcc {
                 self.fail_add(at, reason, forced);
             }
         }
+    }
+
+    /// The bottleneck hint accepted an add step the test judged flat: it becomes C₁ at once
+    /// (its test is over) and the count rises again.
+    fn hinted_add(&mut self, at: Duration, c1: usize, q: f64, forced: bool) {
+        self.hinted += 1;
+        self.hint_decides = true;
+        let c = self.config();
+        self.keep_best(c);
+        let n = self.target;
+        let up = self.up(n);
+        if up == n {
+            self.decided(at, c1, q, true, Reason::Ceiling, forced);
+            self.enter(at, Phase::Max, Reason::Ceiling, forced);
+        } else {
+            self.decided(at, c1, q, true, Reason::Better, forced);
+            self.reference = Some(c);
+            self.go(at, Phase::Add, up, n, Reason::Better, forced);
+        }
+        self.hint_decides = false;
     }
 
     /// An add step failed: no gain of q (`Flat`), a decline, or a thrashing-guard trip.
@@ -584,6 +703,7 @@ impl Tcc {
             self.cmp.cand = c2;
             self.cmp.cand_busy = self.judged_busy();
             self.cmp.cand_nstar = self.cmp.cand_nstar.or(self.to_nstar);
+            self.cmp.cand_util = self.judged_util();
             self.cmp.cand_n = self.target;
             self.cmp.revisit = Some(want);
             self.switch(c1_n);
@@ -674,6 +794,16 @@ impl Tcc {
             Outcome::Pending => self.next_look(best.s, s, best.n),
             Outcome::Better => {
                 self.forced += u64::from(forced);
+                if s.throughput() <= best.s.throughput() && self.unsaturated() {
+                    // Throughput held, but the bottleneck fell below its target: the removed
+                    // workers were using it, and nobody else wanted it. Restore them.
+                    self.hinted += 1;
+                    self.hint_decides = true;
+                    self.decided(at, best.n, q, false, Reason::Lost, forced);
+                    self.go_steady(at, self.prev, Reason::Lost, forced);
+                    self.hint_decides = false;
+                    return;
+                }
                 let c = self.config();
                 self.keep_best(c);
                 let n = self.target;
@@ -772,6 +902,8 @@ impl Tcc {
         self.config_start = self.busy;
         self.to_nstar = None;
         self.settle = Settle::InFlight;
+        self.measure_from = None;
+        self.util = Util::default();
         self.refresh_load();
     }
 
@@ -804,6 +936,7 @@ impl Tcc {
             forced,
             samples: self.explored,
             batch_size: self.b,
+            hinted: self.hint_decides,
         };
         self.explored = 0;
         self.decisions.push_back(d);
@@ -827,6 +960,7 @@ impl Tcc {
             throughput: (s.batches > 0).then(|| s.throughput()),
             batches: s.batches,
             forced,
+            hinted: self.hint_decides,
         };
         self.trace.push_back(t);
         while self.trace.len() > self.params.trace_capacity {
@@ -858,7 +992,14 @@ impl Policy for Tcc {
 
     fn on_event(&mut self, event: Event) -> Option<usize> {
         let before = self.target;
-        self.handle(event);
+        self.handle(event, None);
+        (self.target != before).then_some(self.target)
+    }
+
+    /// Time passes as with a tick; the report then joins the configuration being measured.
+    fn on_hint(&mut self, now: Duration, utilization: f64) -> Option<usize> {
+        let before = self.target;
+        self.handle(Event::Tick { at: now }, Some(utilization));
         (self.target != before).then_some(self.target)
     }
 

@@ -69,14 +69,25 @@ impl Controller {
 
     /// Feeds one event; true when the (clamped) target changed.
     pub fn feed(&mut self, event: Event) -> bool {
-        let Some(asked) = self.engine.policy().on_event(event) else {
+        let asked = self.engine.policy().on_event(event);
+        self.answer(asked, event.at())
+    }
+
+    /// Reports the bottleneck's utilization ([`Policy::on_hint`]); true when the target changed.
+    pub fn hint(&mut self, at: Duration, utilization: f64) -> bool {
+        let asked = self.engine.policy().on_hint(at, utilization);
+        self.answer(asked, at)
+    }
+
+    fn answer(&mut self, asked: Option<usize>, at: Duration) -> bool {
+        let Some(asked) = asked else {
             return false;
         };
         let target = asked.clamp(1, self.max);
         if target == self.target {
             return false;
         }
-        self.set(target, event.at());
+        self.set(target, at);
         true
     }
 

@@ -49,4 +49,5 @@ pub use controller::TARGET_HISTORY;
 pub use limiter::{Acquire, Limiter, Permit};
 pub use pool::{
     Full, Pool, PoolBuilder, PoolStats, TaskError, TaskHandle, DEFAULT_MAX_WORKERS, DEFAULT_TICK,
+    HINT_PERIOD,
 };

@@ -31,7 +31,12 @@ pub const DEFAULT_MAX_WORKERS: usize = 256;
 /// rare.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 
+/// The shortest period at which the bottleneck's utilization is sampled: reading `/proc/stat`
+/// more often gains nothing (its counters move in 10 ms ticks) and costs a read per tick.
+pub const HINT_PERIOD: Duration = Duration::from_millis(100);
+
 type Job = Box<dyn Task>;
+type Bottleneck = Box<dyn FnMut() -> Option<f64> + Send>;
 
 /// A submitted closure in two steps, so that the pool counts a task before its handle can see
 /// the result (a caller who waited for every handle reads complete stats).
@@ -123,6 +128,7 @@ pub struct PoolBuilder {
     queue_capacity: Option<usize>,
     tick: Duration,
     name: String,
+    bottleneck: Option<Bottleneck>,
 }
 
 impl PoolBuilder {
@@ -155,6 +161,17 @@ impl PoolBuilder {
     /// How often the policy gets [`Event::Tick`] (default [`DEFAULT_TICK`]; zero: never).
     pub fn tick(mut self, every: Duration) -> Self {
         self.tick = every;
+        self
+    }
+
+    /// A source of the bottleneck's utilization in [0, 1] since its previous call (None: no
+    /// reading this time), for TCC's bottleneck hint (`TuneParams::util`; `docs/tune.md`, "The
+    /// bottleneck hint"). The ticker thread calls it, outside the pool's lock, on ticks at least
+    /// [`HINT_PERIOD`] apart, and passes the value to [`Policy::on_hint`]. Name the resource the
+    /// pool saturates (e.g. `tact_linux::probe::busy::CpuBusy` over the service's CPUs): one
+    /// that never saturates makes TCC climb as long as throughput rises at all. Needs ticks.
+    pub fn bottleneck(mut self, source: impl FnMut() -> Option<f64> + Send + 'static) -> Self {
+        self.bottleneck = Some(Box::new(source));
         self
     }
 
@@ -199,12 +216,13 @@ impl PoolBuilder {
             ticker: Condvar::new(),
             name: self.name,
         });
+        let bottleneck = self.bottleneck;
         let ticker = (!self.tick.is_zero()).then(|| {
             let inner = Arc::clone(&inner);
             let every = self.tick;
             thread::Builder::new()
                 .name(format!("{}-tick", inner.name))
-                .spawn(move || tick_loop(&inner, every))
+                .spawn(move || tick_loop(&inner, every, bottleneck))
                 .expect("spawning the pool's ticker thread")
         });
         Pool { inner, ticker }
@@ -322,7 +340,17 @@ impl State {
 
     /// Feeds an event and, while the target grows, starts tasks and reports them as `Start`.
     fn feed(&mut self, inner: &Arc<Inner>, event: Event) {
-        let mut changed = self.controller.feed(event);
+        let changed = self.controller.feed(event);
+        self.follow(inner, changed);
+    }
+
+    /// Reports the bottleneck's utilization, then follows a new target as `feed` does.
+    fn hint(&mut self, inner: &Arc<Inner>, at: Duration, utilization: f64) {
+        let changed = self.controller.hint(at, utilization);
+        self.follow(inner, changed);
+    }
+
+    fn follow(&mut self, inner: &Arc<Inner>, mut changed: bool) {
         while changed {
             if self.dispatch(inner) == 0 {
                 break;
@@ -360,6 +388,7 @@ impl Pool {
             queue_capacity: None,
             tick: DEFAULT_TICK,
             name: "tact-pool".to_owned(),
+            bottleneck: None,
         }
     }
 
@@ -540,13 +569,29 @@ fn work(inner: &Arc<Inner>, id: usize) {
     }
 }
 
-fn tick_loop(inner: &Arc<Inner>, every: Duration) {
+fn tick_loop(inner: &Arc<Inner>, every: Duration, mut bottleneck: Option<Bottleneck>) {
     let mut st = inner.lock();
     let mut due = st.controller.now() + every;
+    let mut sampled: Option<Duration> = None;
     while !st.exit {
         let now = st.controller.now();
         if now >= due {
-            st.feed(inner, Event::Tick { at: now });
+            let hint_due = sampled.is_none_or(|s| now.saturating_sub(s) >= HINT_PERIOD);
+            match bottleneck.as_mut().filter(|_| hint_due) {
+                Some(source) => {
+                    sampled = Some(now);
+                    // The source may read files: not under the lock the workers need.
+                    drop(st);
+                    let utilization = source();
+                    st = inner.lock();
+                    let at = st.controller.now();
+                    match utilization {
+                        Some(u) => st.hint(inner, at, u),
+                        None => st.feed(inner, Event::Tick { at }),
+                    }
+                }
+                None => st.feed(inner, Event::Tick { at: now }),
+            }
             // From now, not from the missed due time: a late ticker does not fire in bursts.
             due = now + every;
         } else {

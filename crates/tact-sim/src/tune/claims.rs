@@ -247,6 +247,17 @@ pub fn share_params(q: f64, remove: bool, seed: u64) -> TuneParams {
 /// `params` gives (p, q, w), `remove` and n_max; the protocol gives spacing, seed, length and
 /// the steady state's length.
 pub fn share_run(competitor: f64, params: TuneParams, how: Protocol) -> SharePoint {
+    share_run_with(competitor, params, how, false)
+}
+
+/// [`share_run`], with the bottleneck's utilization reported to TCC when `hint` holds
+/// ([`super::hint`]).
+pub fn share_run_with(
+    competitor: f64,
+    params: TuneParams,
+    how: Protocol,
+    hint: bool,
+) -> SharePoint {
     let model = ProportionalShare {
         capacity: 1000.0,
         competitor,
@@ -258,12 +269,13 @@ pub fn share_run(competitor: f64, params: TuneParams, how: Protocol) -> SharePoi
         ..params
     };
     let (p, q, remove) = (params.p, params.q, params.remove);
-    let scenario = Scenario {
+    let mut scenario = Scenario {
         spacing: how.spacing,
         seed: how.seed,
         stop_after_steady: how.cycles,
         ..Scenario::new(Arc::new(model), params, how.duration)
     };
+    scenario.pools[0].hint = hint;
     let out = run(&scenario);
     let steady_counts = steady_counts(&out.pools[0]);
     let shares = steady_counts

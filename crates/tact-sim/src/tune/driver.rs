@@ -65,6 +65,10 @@ pub struct PoolSpec {
     pub params: TuneParams,
     pub start: Duration,
     pub input: Input,
+    /// The host reports the bottleneck's utilization (everyone's, competitors included) with
+    /// every tick, time-weighted over the tick, as `tact tune --bottleneck` does
+    /// ([`tact_core::tune::Policy::on_hint`]).
+    pub hint: bool,
 }
 
 impl PoolSpec {
@@ -73,6 +77,7 @@ impl PoolSpec {
             params,
             start: Duration::ZERO,
             input: Input::Endless,
+            hint: false,
         }
     }
 }
@@ -308,6 +313,8 @@ pub fn run(sc: &Scenario) -> Run {
     let mut now: u64 = 0;
     let mut op = model.at(&counts(&pools));
     let mut stopped = false;
+    // The bottleneck's utilization integrated since the last tick, for the pools with a hint.
+    let (mut util_sum, mut util_time) = (0.0f64, 0.0f64);
     track(&mut segments, Duration::ZERO, 0, &pools, &op);
 
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -345,6 +352,9 @@ pub fn run(sc: &Scenario) -> Run {
         if t >= end {
             break;
         }
+        let dt = (t - now) as f64 * 1e-9;
+        util_sum += op.bottleneck * dt;
+        util_time += dt;
         now = t;
         let at = dur(now);
         let before = counts(&pools);
@@ -401,8 +411,13 @@ pub fn run(sc: &Scenario) -> Run {
             }
             Kind::Tick => {
                 next_tick += tick;
+                let util = (util_time > 0.0).then(|| util_sum / util_time);
+                (util_sum, util_time) = (0.0, 0.0);
                 for p in pools.iter_mut().filter(|p| p.active) {
-                    let answer = p.tcc.on_tick(at);
+                    let answer = match util {
+                        Some(u) if p.spec.hint => p.tcc.on_hint(at, u),
+                        _ => p.tcc.on_tick(at),
+                    };
                     p.apply(at, answer);
                 }
             }

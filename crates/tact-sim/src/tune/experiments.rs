@@ -570,20 +570,7 @@ pub fn x5_competitor(seed: u64) -> X5 {
         ..base.clone()
     });
     let count_before = probe.pools[0].targets.last().map_or(2, |t| t.1);
-    let stations = [
-        Shared {
-            queue: true,
-            demand: [0.001, 0.0],
-        },
-        Shared {
-            queue: true,
-            demand: [0.0013, 0.0013],
-        },
-        Shared {
-            queue: false,
-            demand: [0.005, 0.0],
-        },
-    ];
+    let stations = vm_competitor_stations();
     let contended: Arc<dyn ThroughputModel> = Arc::new(Pair::competitor(
         "X5 competitor",
         &stations,
@@ -850,4 +837,23 @@ pub fn x7_checks(runs: &[Vec<X7Row>]) -> Vec<Check> {
             )
         })
         .collect()
+}
+
+/// X1's VM (front 1 ms, web 1.3 ms, 5 ms delay) with a second class, the competitor, whose tasks
+/// use web only (1.3 ms each): X5's setting, and the hint's friendliness check.
+pub(crate) fn vm_competitor_stations() -> [Shared; 3] {
+    [
+        Shared {
+            queue: true,
+            demand: [0.001, 0.0],
+        },
+        Shared {
+            queue: true,
+            demand: [0.0013, 0.0013],
+        },
+        Shared {
+            queue: false,
+            demand: [0.005, 0.0],
+        },
+    ]
 }

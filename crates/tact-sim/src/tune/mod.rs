@@ -13,11 +13,14 @@
 //! - [`convergence`]: slow start, fast mode and warm start against paper mode (spec §6, item 1).
 //! - [`rows`]: where each Table 1 row settles on the X1 rig's curve, against G1–G2 and the
 //!   fair share a count implies (issue 6).
+//! - [`hint`]: the bottleneck-utilization hint on that curve (G1 and G2 met) and against
+//!   Theorem 1's competitor (share unchanged).
 
 pub mod claims;
 pub mod convergence;
 pub mod driver;
 pub mod experiments;
+pub mod hint;
 pub mod model;
 pub mod mva;
 pub mod rows;

@@ -136,8 +136,14 @@ pub struct RowRun {
 pub const DURATION: Duration = Duration::from_secs(720);
 
 pub fn row_run(rig: Rig, tact: bool, row: (f64, f64, f64), seed: u64) -> RowRun {
+    row_run_with(rig, tact, row, seed, false)
+}
+
+/// [`row_run`], with the bottleneck's utilization reported to TCC when `hint` holds
+/// ([`super::hint`]).
+pub fn row_run_with(rig: Rig, tact: bool, row: (f64, f64, f64), seed: u64, hint: bool) -> RowRun {
     let model = rig.model();
-    let out = run(&Scenario {
+    let mut scenario = Scenario {
         spacing: PARETO,
         seed,
         ..Scenario::new(
@@ -145,7 +151,9 @@ pub fn row_run(rig: Rig, tact: bool, row: (f64, f64, f64), seed: u64) -> RowRun 
             mode_params(tact, row, seed),
             DURATION,
         )
-    });
+    };
+    scenario.pools[0].hint = hint;
+    let out = run(&scenario);
     let steady = |s: &super::driver::Segment| s.phases[0] == Some(Phase::Steady);
     let mean = |f: &dyn Fn(&super::driver::Segment) -> f64| {
         out.mean_over(Duration::ZERO, secs(720), steady, f)
@@ -187,9 +195,23 @@ impl RowSummary {
 }
 
 pub fn row_summary(rig: Rig, tact: bool, row: (f64, f64, f64), seeds: &[u64]) -> RowSummary {
+    row_summary_with(rig, tact, row, seeds, false)
+}
+
+/// [`row_summary`], with or without the bottleneck hint.
+pub fn row_summary_with(
+    rig: Rig,
+    tact: bool,
+    row: (f64, f64, f64),
+    seeds: &[u64],
+    hint: bool,
+) -> RowSummary {
     let model = rig.model();
     let refs = references(&model);
-    let runs: Vec<RowRun> = seeds.iter().map(|&s| row_run(rig, tact, row, s)).collect();
+    let runs: Vec<RowRun> = seeds
+        .iter()
+        .map(|&s| row_run_with(rig, tact, row, s, hint))
+        .collect();
     let all: Vec<f64> = runs
         .iter()
         .flat_map(|r| r.counts.iter().map(|&c| c as f64))

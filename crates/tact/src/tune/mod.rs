@@ -3,6 +3,7 @@
 //! run at once, as its make jobserver or through a file it re-reads, counts the jobs it
 //! finishes by watching its processes, and feeds those events to the controller.
 
+pub mod bottleneck;
 pub mod completions;
 mod jobserver;
 mod report;
@@ -13,6 +14,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use bottleneck::Bottleneck;
 use tact_core::tune::{policy_from_spec, Event as PolicyEvent, Load, Policy};
 use tact_linux::actuate::pidfd::PidFd;
 
@@ -30,6 +32,9 @@ use workers_file::WorkersFile;
 const POLL_JOBSERVER: Duration = Duration::from_millis(2);
 /// The same for a workers file, or when the whole tree is walked (a few reads per process).
 const POLL_TREE: Duration = Duration::from_millis(5);
+/// The shortest period of the bottleneck's readings: `/proc/stat` moves in 10 ms ticks, so
+/// shorter intervals are mostly rounding.
+const HINT_PERIOD: Duration = Duration::from_millis(100);
 
 pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let (n_init, n_max) = counts(args)?;
@@ -38,6 +43,8 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     // The message alone: its sources repeat in it.
     let policy = policy_from_spec(&args.policy, n_init, n_max)
         .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
+    // Opened before the command starts, so that a CPU or PSI file that is missing fails early.
+    let bottleneck = args.bottleneck.as_ref().map(Bottleneck::open).transpose()?;
     let mut report = Report::new(args.json_log.as_deref(), verbose)?;
     let target = policy.target();
     report.target(Duration::ZERO, target, 0, Load::default())?;
@@ -96,6 +103,8 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         start,
         done: 0,
         load: Load::default(),
+        bottleneck,
+        sampled: None,
     };
 
     let status = match tuner.drive(&mut child, &root, &mut events, poll_every, args.tick) {
@@ -196,6 +205,9 @@ struct Tuner {
     done: u64,
     /// The occupancy last reported to the controller.
     load: Load,
+    /// What the bottleneck hint reads (`--bottleneck`), and when it last did.
+    bottleneck: Option<Bottleneck>,
+    sampled: Option<Instant>,
 }
 
 impl Tuner {
@@ -266,10 +278,36 @@ impl Tuner {
         Ok(())
     }
 
+    /// Time passes for the controller, with the bottleneck's utilization when one is due.
     fn tick(&mut self, now: Instant) -> Result<()> {
         let at = now - self.start;
-        let changed = self.policy.on_tick(at);
+        let changed = match self.utilization(now) {
+            Some(u) => self.policy.on_hint(at, u),
+            None => self.policy.on_tick(at),
+        };
         self.apply(at, changed, self.load)
+    }
+
+    /// A reading of the bottleneck at most every [`HINT_PERIOD`]. A reading that fails turns
+    /// the hint off with a warning: the controller goes on by throughput alone.
+    fn utilization(&mut self, now: Instant) -> Option<f64> {
+        let meter = self.bottleneck.as_mut()?;
+        if self
+            .sampled
+            .is_some_and(|s| now.saturating_duration_since(s) < HINT_PERIOD)
+        {
+            return None;
+        }
+        self.sampled = Some(now);
+        match meter.sample() {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!("--bottleneck: {e}; going on without the hint");
+                eprintln!("tact: tune: --bottleneck: {e}; going on without the hint");
+                self.bottleneck = None;
+                None
+            }
+        }
     }
 
     /// Logs the controller's transitions, and puts a new target in force.

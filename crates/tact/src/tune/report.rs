@@ -37,6 +37,8 @@ struct TransitionLine {
     throughput: Option<f64>,
     batches: u32,
     forced: bool,
+    /// The bottleneck hint decided it (--bottleneck).
+    hinted: bool,
     /// Seconds the command kept all its slots busy so far.
     busy: f64,
     completions: u64,
@@ -128,7 +130,12 @@ impl Report {
                 tr.from,
                 tr.to,
                 tr.reason,
-                if tr.forced { ", forced" } else { "" },
+                match (tr.forced, tr.hinted) {
+                    (true, true) => ", forced, hinted",
+                    (true, false) => ", forced",
+                    (false, true) => ", hinted",
+                    (false, false) => "",
+                },
                 tr.target_from,
                 tr.target_to,
                 tr.throughput
@@ -149,6 +156,7 @@ impl Report {
                 throughput: tr.throughput,
                 batches: tr.batches,
                 forced: tr.forced,
+                hinted: tr.hinted,
                 busy: tr.busy.as_secs_f64(),
                 completions,
             }),
@@ -269,6 +277,7 @@ mod tests {
                 throughput: Some(10.0),
                 batches: 30,
                 forced: false,
+                hinted: false,
             },
             12,
         )
