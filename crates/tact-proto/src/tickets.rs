@@ -324,6 +324,13 @@ pub struct Show {
     pub currencies: Vec<CurrencyView>,
     /// The attached processes, by pid.
     pub clients: Vec<ClientView>,
+    /// Whether the daemon applies the rights to the machine (cgroup knobs per client); absent
+    /// from the replies of daemons that never did.
+    #[serde(default)]
+    pub enforced: bool,
+    /// Where it applies them, or why it does not.
+    #[serde(default)]
+    pub enforcement: String,
 }
 
 /// A currency with its value and tickets.
@@ -367,6 +374,19 @@ pub struct ClientView {
     pub uid: u32,
     pub currency: String,
     pub rights: BTreeMap<Resource, Rights>,
+    /// What the daemon wrote for it, per resource it applies (empty when not enforced).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knobs: BTreeMap<Resource, Knob>,
+}
+
+/// A knob the daemon wrote for a client: what the machine enforces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Knob {
+    /// The file in the client's cgroup: `cpu.shares`, `cpu.weight`, `blkio.bfq.weight`,
+    /// `io.weight`, `io.bfq.weight`, `memory.min`, `memory.low`, `memory.soft_limit_in_bytes`.
+    pub file: String,
+    /// The weight, or the bytes of memory protection.
+    pub value: u64,
 }
 
 /// A client's rights to one resource.
@@ -392,6 +412,11 @@ pub struct Explain {
     pub currency: String,
     /// The resources it is funded in.
     pub resources: Vec<ResourceExplanation>,
+    /// As in [`Show`].
+    #[serde(default)]
+    pub enforced: bool,
+    #[serde(default)]
+    pub enforcement: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -401,6 +426,9 @@ pub struct ResourceExplanation {
     pub rights: Rights,
     /// Their contributions sum to `rights`.
     pub paths: Vec<PathView>,
+    /// What the daemon wrote for this resource, when it enforces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knob: Option<Knob>,
 }
 
 /// One funding path from the base.
@@ -615,5 +643,21 @@ mod tests {
         );
         let changed: Changed = crate::parse_reply(br#"{"v":1,"ok":true,"tickets":[4]}"#).unwrap();
         assert_eq!(changed.tickets, vec![4]);
+    }
+
+    #[test]
+    fn replies_of_daemons_that_did_not_enforce_still_decode() {
+        let show: Show = crate::parse_reply(
+            br#"{"v":1,"ok":true,"currencies":[],"clients":[{"pid":7,"uid":0,"currency":"pid:7","rights":{}}]}"#,
+        )
+        .unwrap();
+        assert!(!show.enforced && show.enforcement.is_empty());
+        assert!(show.clients[0].knobs.is_empty());
+        let explain: Explain = crate::parse_reply(
+            br#"{"v":1,"ok":true,"pid":7,"currency":"pid:7","resources":[{"resource":"cpu","competing":true,"rights":1.0,"guaranteed":1.0,"share":1.0,"guaranteed_share":1.0,"paths":[]}]}"#,
+        )
+        .unwrap();
+        assert!(!explain.enforced);
+        assert_eq!(explain.resources[0].knob, None);
     }
 }

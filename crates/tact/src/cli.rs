@@ -354,22 +354,30 @@ every job has exited, when --duration has passed (the jobs get SIGTERM, then SIG
 or when tact is interrupted; the cgroups are removed and nothing is left stopped. At the end it
 prints per job its tickets, its expected share (time-averaged) and the share it achieved.
 
-Only the CPU is enforced so far: disk and memory tickets are checked and explained, not applied.
+With --backend cgroup, disk and memory rights are applied too, to the jobs holding tickets of
+them: disk weights ∝ rights (blkio.bfq.weight on v1; io.weight, else io.bfq.weight, on v2; BFQ
+weights act only on disks using the bfq scheduler, which tact names at the start), and memory
+rights in bytes as protection (memory.min on paths hard from the base, else memory.low, on v2;
+memory.soft_limit_in_bytes on v1, which is not a floor). The signals backend applies CPU rights
+only, and says so.
 
 The daemon (`tact daemon`) holds a live model of the same kind, saved across restarts, which the
 other subcommands change and query through its socket (--socket). Who may do what is decided by
 each currency's owner, group and mode (f: fund it, c: change or destroy it, i: issue its
-tickets), like a file's; a refusal names the permission missing. The daemon serves the model;
-`tact tickets run` enforces it.
+tickets), like a file's; a refusal names the permission missing. A root daemon also enforces it:
+each attached process gets its own cgroup with CPU and disk weights and memory protection from
+its rights, rewritten as clients start and stop competing; an unprivileged daemon serves the
+model without applying it, and `show` and `explain` say which (tact daemon --help).
 
   sudo tact tickets create A                     a currency owned by you, mode fci/---/---
-  sudo tact tickets fund A --from base --cpu 1000    prints the ticket (t0)
+  sudo tact tickets fund A --from base --cpu 1000    prints the ticket (t0); `issue` is the same
   tact tickets attach 4242 --from A --cpu 100    process 4242 as a client funded by A only
   tact tickets attach 4243                       funded by the default policy (your user:UID)
   tact tickets explain 4242                      its funding paths, R, R* and shares now
   tact tickets show [A] [--json]                 currencies, tickets, clients' rights
-  tact tickets set t0 2000; tact tickets unfund t0; tact tickets destroy A
+  tact tickets set t0 2000; tact tickets unfund t0 (or revoke t0); tact tickets destroy A
   tact tickets offer 4242 --give cpu:100 --want disk:50 [--expires 10m]
+  tact tickets accept o3 --pid 4243              4243 takes the other side of offer o3
   tact tickets offers; tact tickets cancel o3 (an offer) or x1 (an exchange); tact tickets detach 4242
 
 Exit status: 0, 1 when the daemon refuses (the message says why), 2 for malformed input.";
@@ -512,6 +520,7 @@ pub enum TicketsCommand {
         socket: SocketArg,
     },
     /// Fund HOLDER with ISSUER's tickets (f on HOLDER, i on ISSUER); prints the new ticket.
+    #[command(visible_alias = "issue")]
     #[command(group(clap::ArgGroup::new("amount").required(true).args(["cpu", "disk", "mem"])))]
     Fund {
         /// The currency (or pid:PID, user:UID) to fund.
@@ -536,6 +545,7 @@ pub enum TicketsCommand {
         socket: SocketArg,
     },
     /// Take a ticket away from its holder (c on the holder, or i on the issuer).
+    #[command(visible_alias = "revoke")]
     Unfund {
         /// The ticket, as `fund` printed it (`t12`).
         ticket: String,
@@ -614,6 +624,18 @@ pub enum TicketsCommand {
         #[command(flatten)]
         socket: SocketArg,
     },
+    /// Accept a queued offer: PID gives what the offer wants and gets what it gives (the mirror
+    /// offer, which the dealer matches at once); prints the exchange now in force.
+    Accept {
+        /// The offer, as `offers` lists it (`o3`).
+        #[arg(value_name = "OFFER")]
+        offer: String,
+        /// The process of yours that takes the other side.
+        #[arg(long)]
+        pid: i32,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
     /// List the queued offers and the exchanges in force.
     Offers {
         #[arg(long)]
@@ -682,6 +704,37 @@ pub struct DaemonArgs {
     /// other users].
     #[arg(long, value_name = "FILE")]
     pub tickets_state: Option<PathBuf>,
+    /// The initial tickets model, used only while the state file does not exist yet: `[base]`
+    /// and `[[currency]]` tables in the syntax of `tact tickets run` setups (no `[[job]]`: attach
+    /// running processes instead). A bad file stops the daemon (status 2).
+    #[arg(long, value_name = "FILE")]
+    pub tickets_setup: Option<PathBuf>,
+    /// As root, the daemon enforces the rights of attached processes with cgroup knobs: each is
+    /// moved into its own cgroup NAME/pidPID (in the daemon's own cgroup of the cpu, memory and
+    /// blkio/io hierarchies) with CPU and disk weights ∝ its rights and its memory rights as
+    /// protection, rewritten as clients start and stop competing (every 100 ms). The cgroups
+    /// exist while clients are attached and are removed at exit, clients moved back. What a
+    /// SIGKILLed daemon leaves is removed by the next one once empty (a restarted daemon moves
+    /// its clients into its own cgroups) [default: tact-tickets-PID].
+    #[arg(long, value_name = "NAME", value_parser = cgroup_name)]
+    pub tickets_cgroup: Option<String>,
+    /// Serve the tickets model without applying it (what an unprivileged daemon does anyway).
+    #[arg(long)]
+    pub no_tickets_enforce: bool,
+}
+
+/// A cgroup directory name: one path component of letters, digits, `-`, `_`, `.` and `@`.
+fn cgroup_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("a cgroup name is one path component of letters, digits, -, _, . and @".into())
+    }
 }
 
 #[derive(Debug, Args)]

@@ -112,6 +112,8 @@ fn daemon_command(dir: &Path) -> Command {
         .arg(dir.join("s"))
         .arg("--tickets-state")
         .arg(dir.join("tickets.json"))
+        // These tests are about the model; daemon_tickets_enforce.rs tests its cgroups.
+        .arg("--no-tickets-enforce")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -348,6 +350,69 @@ fn the_model_survives_a_restart() {
         .unwrap();
     let new: u64 = t.trim().trim_start_matches('t').parse().unwrap();
     assert!(new > max_before, "{new} after {max_before}");
+}
+
+/// `accept` takes the other side of a queued offer; `issue` and `revoke` are `fund` and `unfund`.
+#[test]
+fn accept_takes_a_queued_offer_and_issue_revoke_are_fund_unfund() {
+    let d = Daemon::start();
+    let jobs = e1(&d);
+    let ticket = d.ok(&["issue", "B", "--from", "base", "--disk", "1000"]);
+    let taker = Sleepers::new(1);
+    d.ok(&[
+        "attach",
+        &taker.pid(0),
+        "--from",
+        "B",
+        "--cpu",
+        "100",
+        "--disk",
+        "100",
+    ]);
+    let queued = d.ok(&[
+        "offer",
+        &jobs.pid(1),
+        "--give",
+        "cpu:10",
+        "--want",
+        "disk:20",
+    ]);
+    assert!(queued.starts_with("queued as o0"), "{queued}");
+
+    let (code, _, err) = d.tickets(&["accept", "o7", "--pid", &taker.pid(0)]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no queued offer o7"), "{err}");
+
+    let out = d.ok(&["accept", "o0", "--pid", &taker.pid(0)]);
+    assert!(out.starts_with("accepted o0:"), "{out}");
+    assert!(out.contains("is in force"), "{out}");
+    let offers: Value = serde_json::from_str(&d.ok(&["offers", "--json"])).unwrap();
+    assert_eq!(offers["offers"].as_array().unwrap().len(), 0, "{offers}");
+    let exchanges = offers["exchanges"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 1, "{offers}");
+    // `a` gave `give` to `b`: the taker gave the disk the offer wanted.
+    assert_eq!(exchanges[0]["a"], format!("pid:{}", taker.pid(0)));
+    assert_eq!(exchanges[0]["b"], format!("pid:{}", jobs.pid(1)));
+    assert_eq!(exchanges[0]["give"]["resource"], "disk", "{offers}");
+
+    // The disk ticket goes with `revoke`, and B's tickets issued to the taker lose their value.
+    d.ok(&["revoke", ticket.trim()]);
+    let show = d.show();
+    let b = show["currencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "B")
+        .unwrap()
+        .clone();
+    assert!(
+        b["held"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| format!("t{}", t["id"]) != ticket.trim()),
+        "{b}"
+    );
 }
 
 #[test]

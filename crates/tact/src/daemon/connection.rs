@@ -46,6 +46,11 @@ impl Shared {
         }
     }
 
+    /// The tickets model.
+    pub fn tickets(&self) -> &Tickets {
+        &self.tickets
+    }
+
     /// The registry. A thread that panicked while holding it (a bug) must not take the other
     /// jobs down with it, so a poisoned lock is taken as it is.
     pub fn lock(&self) -> MutexGuard<'_, Registry> {

@@ -11,7 +11,9 @@
 //! * [`permission`] decides who may register which process and control which job;
 //! * [`duty`] measures each job's share of the last minute; [`metrics`] exports it all;
 //! * [`status`] is the `tact status` client command;
-//! * [`tickets`] holds the tickets model (spec tickets.md §6), persisted, served to clients.
+//! * [`tickets`] holds the tickets model (spec tickets.md §6), persisted, served to clients;
+//!   [`tickets_knobs`] enforces it with cgroup knobs (root), [`tickets_setup`] reads the initial
+//!   model of `--tickets-setup`.
 //!
 //! Threads rather than an async runtime: a daemon with a handful of clients, each of which
 //! mostly waits, reads best as straight-line code per connection around one mutex and condvar.
@@ -24,6 +26,8 @@ mod registry;
 mod socket;
 pub mod status;
 mod tickets;
+mod tickets_knobs;
+mod tickets_setup;
 
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -39,6 +43,9 @@ use registry::{Peer, Registry};
 
 /// Stack of a connection thread: requests are small and parsed with bounded recursion.
 const CONNECTION_STACK: usize = 512 * 1024;
+
+/// The exit status for a `--tickets-setup` file that is wrong (as for a bad command line).
+const BAD_SETUP: i32 = 2;
 
 pub fn run(args: &DaemonArgs) -> Result<i32> {
     let root = nix::unistd::geteuid().is_root();
@@ -57,9 +64,39 @@ pub fn run(args: &DaemonArgs) -> Result<i32> {
         .tickets_state
         .clone()
         .unwrap_or_else(|| tickets::default_path(root));
-    let tickets = tickets::Tickets::load(tickets_path)?;
+    let initial = match &args.tickets_setup {
+        Some(setup) if tickets_path.exists() => {
+            eprintln!(
+                "tact daemon: the tickets state {} exists, so --tickets-setup {} is not applied \
+                 (the persisted state wins; move it away to start from the setup)",
+                tickets_path.display(),
+                setup.display()
+            );
+            None
+        }
+        Some(setup) => match tickets_setup::load(setup) {
+            Ok(system) => Some(system),
+            Err(e) => {
+                eprintln!("tact daemon: {e}");
+                return Ok(BAD_SETUP);
+            }
+        },
+        None => None,
+    };
+    // The pid in the default name lets the next daemon tell a SIGKILLed one's tree from a live
+    // one's (tact_linux::actuate::stale).
+    let cgroup = (args.tickets_cgroup.clone())
+        .unwrap_or_else(|| format!("tact-tickets-{}", std::process::id()));
+    let knobs = tickets_knobs::Knobs::detect(&cgroup, root, args.no_tickets_enforce);
+    let tickets = tickets::Tickets::load(tickets_path, initial, knobs)?;
     let bound = socket::bind(&path, root)?;
     eprintln!("tact daemon: tickets state {}", tickets.path().display());
+    let (enforced, enforcement) = tickets.enforcement();
+    if enforced {
+        eprintln!("tact daemon: tickets enforced with {enforcement}");
+    } else {
+        eprintln!("tact daemon: the tickets model is served but {enforcement}");
+    }
     let registry = Registry::new(args.lease, Instant::now());
     let shared = Arc::new(Shared::new(registry, tickets));
     eprintln!(
@@ -71,13 +108,25 @@ pub fn run(args: &DaemonArgs) -> Result<i32> {
         let addr = metrics::serve(addr, shared.clone())?;
         eprintln!("tact daemon: metrics on http://{addr}/metrics");
     }
+    if shared.tickets().enforcing() {
+        let ticking = shared.clone();
+        std::thread::Builder::new()
+            .name("tickets".into())
+            .spawn(move || loop {
+                std::thread::sleep(tickets::TICK);
+                ticking.tickets().tick();
+            })
+            .context("cannot start the tickets thread")?;
+    }
     let cleanup = bound.path.clone();
     let socket_id = socket::identity(&cleanup)?;
+    let stopping = shared.clone();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             let sig = signals.wait();
             socket::remove(&cleanup, socket_id);
+            stopping.tickets().shutdown();
             match sig {
                 Ok(sig) => eprintln!("tact daemon: stopping on {sig}"),
                 Err(e) => eprintln!("tact daemon: stopping ({e})"),

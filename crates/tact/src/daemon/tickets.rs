@@ -11,9 +11,13 @@
 //!   and activity (cpu: a thread runnable; disk: a thread in uninterruptible I/O wait; mem: holds
 //!   memory tickets), so that `R` and the shares it reports are those of the moment.
 //! * The state file is taken (locked) by the first daemon that changes it, so two daemons never
-//!   overwrite each other's tickets; reading it needs no lock.
-//!
-//! Enforcement (applying the rights as weights) is `tact tickets run`'s, not the daemon's.
+//!   overwrite each other's tickets; reading it needs no lock. Without one, the model starts
+//!   from `--tickets-setup FILE` ([`super::tickets_setup`]) or with the base alone.
+//! * Enforcement: a root daemon applies the rights as cgroup knobs, one cgroup per attached
+//!   client ([`super::tickets_knobs`]), kept in line with the model after every request and on
+//!   a tick ([`Tickets::tick`], every [`TICK`]) that re-reads activity from `/proc`, so the
+//!   weights follow which clients compete. An unprivileged daemon serves the model without
+//!   applying it, and `show`/`explain` say so.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -42,10 +46,15 @@ use tact_proto::{ok_line, ErrorCode};
 
 use super::permission::{may_register, Refusal};
 use super::registry::Peer;
+use super::tickets_knobs::Knobs;
 use crate::tickets::show::path_line;
 
 /// The state file's format; a file of another format is refused, not misread.
 const FORMAT: u32 = 1;
+
+/// How often the daemon re-reads its clients' activity to rewrite their weights when it
+/// enforces (spec §4: the flat layout polls at most every 100 ms).
+pub const TICK: Duration = Duration::from_millis(100);
 
 /// The daemon's tickets.
 pub struct Tickets {
@@ -60,6 +69,7 @@ struct State {
     starts: BTreeMap<u32, u64>,
     /// The lock on `<state file>.lock`, taken at the first change and held until exit.
     lock: Option<Flock<File>>,
+    knobs: Knobs,
 }
 
 /// The state file.
@@ -90,23 +100,59 @@ pub fn default_path(root: bool) -> PathBuf {
 }
 
 impl Tickets {
-    /// The tickets saved at `path`, checked; a fresh model if there is no file yet. A file that
-    /// cannot be read or fails the model's validation is an error: the daemon must not start on
-    /// a state it would misrepresent (or silently replace).
-    pub fn load(path: PathBuf) -> Result<Tickets> {
-        let (system, starts) = match read(&path)? {
-            Some(saved) => (saved.system, saved.starts),
-            None => (fresh()?, BTreeMap::new()),
+    /// The tickets saved at `path`, checked; else `initial` (the daemon's `--tickets-setup`),
+    /// else a fresh model. A file that cannot be read or fails the model's validation is an
+    /// error: the daemon must not start on a state it would misrepresent (or silently replace).
+    /// `knobs` applies the model from now on.
+    pub fn load(path: PathBuf, initial: Option<TicketSystem>, knobs: Knobs) -> Result<Tickets> {
+        let (system, starts) = match (read(&path)?, initial) {
+            (Some(saved), _) => (saved.system, saved.starts),
+            (None, Some(system)) => (system, BTreeMap::new()),
+            (None, None) => (fresh(None)?, BTreeMap::new()),
         };
-        Ok(Tickets {
+        let tickets = Tickets {
             state: Mutex::new(State {
                 system,
                 starts,
                 lock: None,
+                knobs,
             }),
             path,
             procs: ProcReader::new(),
-        })
+        };
+        // Clients of a persisted state get their cgroups back at once.
+        tickets.tick();
+        Ok(tickets)
+    }
+
+    /// Whether the daemon may apply the model (and so needs its [`Tickets::tick`]).
+    pub fn enforcing(&self) -> bool {
+        matches!(self.lock().knobs, Knobs::Cgroup(_))
+    }
+
+    /// What `show` says of enforcement, for the daemon's start message.
+    pub fn enforcement(&self) -> (bool, String) {
+        self.lock().knobs.describe()
+    }
+
+    /// The periodic refresh: re-reads activity, exits and uid changes from `/proc`, and rewrites
+    /// the knobs that follow. A structural change is saved when this daemon owns the state file
+    /// (else at the next request).
+    pub fn tick(&self) {
+        let mut state = self.lock();
+        let structural = self.refresh(&mut state, wall_clock());
+        if structural && state.lock.is_some() {
+            if let Err(e) = self.save(&state) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        let state = &mut *state;
+        state.knobs.sync(&state.system, &state.starts);
+    }
+
+    /// At the daemon's exit: every client back where it came from, the cgroups removed.
+    pub fn shutdown(&self) {
+        self.lock().knobs.teardown();
     }
 
     pub fn path(&self) -> &Path {
@@ -130,6 +176,9 @@ impl Tickets {
         }
         let now = wall_clock();
         let refreshed = self.refresh(&mut state, now);
+        // What show and explain report is what the machine holds for the activity just read.
+        let inner = &mut *state;
+        inner.knobs.sync(&inner.system, &inner.starts);
         let backup = changes.then(|| (state.system.clone(), state.starts.clone()));
         let result = self.apply(&mut state, &caller, peer, request, now);
         let result = match result {
@@ -149,6 +198,9 @@ impl Tickets {
                 state.system = system;
                 state.starts = starts;
             }
+        } else if changes {
+            let inner = &mut *state;
+            inner.knobs.sync(&inner.system, &inner.starts);
         }
         result.map_err(|r| Refusal::new(r.code, format!("{op}: {}", r.message)))
     }
@@ -221,7 +273,7 @@ impl Tickets {
                     Some(name) => Some(resolve(&state.system, "currency", &name)?),
                     None => None,
                 };
-                Ok(ok_line(&show(&state.system, only)))
+                Ok(ok_line(&show(&state.system, &state.knobs, only)))
             }
             TicketsRequest::Attach { pid, from, amounts } => {
                 self.attach(state, caller, peer, pid, from, amounts)
@@ -333,6 +385,7 @@ impl Tickets {
                 let process = process(&state.system, pid)?;
                 Ok(ok_line(&explain(
                     &state.system,
+                    &state.knobs,
                     process.pid,
                     process.currency,
                 )))
@@ -562,16 +615,21 @@ fn read(path: &Path) -> Result<Option<Saved>> {
     Ok(Some(saved))
 }
 
-/// A model with only the base, `H(base)` = 1000 for cpu and disk and the reservable memory in
-/// bytes, and the default policy. A user's own daemon serves that user alone, so the user owns
-/// its base (root owns a system daemon's).
-fn fresh() -> Result<TicketSystem> {
-    let machine = crate::tickets::this_machine()?;
-    let totals = PerResource([
-        DEFAULT_HARD_TOTAL,
-        machine.reservable_mem,
-        DEFAULT_HARD_TOTAL,
-    ]);
+/// A model with only the base, `H(base)` = `totals` or by default 1000 for cpu and disk and the
+/// reservable memory in bytes, and the default policy. A user's own daemon serves that user
+/// alone, so the user owns its base (root owns a system daemon's).
+pub(super) fn fresh(totals: Option<PerResource<i64>>) -> Result<TicketSystem> {
+    let totals = match totals {
+        Some(t) => t,
+        None => {
+            let machine = crate::tickets::this_machine()?;
+            PerResource([
+                DEFAULT_HARD_TOTAL,
+                machine.reservable_mem,
+                DEFAULT_HARD_TOTAL,
+            ])
+        }
+    };
     let mut system = TicketSystem::new(totals, Policy::default())?;
     let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
     if !uid.is_root() {
@@ -791,7 +849,7 @@ fn within(only: Option<CurrencyId>, test: impl Fn(CurrencyId) -> bool) -> bool {
     }
 }
 
-fn show(system: &TicketSystem, only: Option<CurrencyId>) -> Show {
+fn show(system: &TicketSystem, knobs: &Knobs, only: Option<CurrencyId>) -> Show {
     let model = system.model();
     let ticket = |t: &TicketId| -> Option<TicketView> {
         let ticket = model.ticket(*t).ok()?;
@@ -857,16 +915,21 @@ fn show(system: &TicketSystem, only: Option<CurrencyId>) -> Show {
                 .into_iter()
                 .map(|r| (r, standing[r].rights(model, p.currency, r)))
                 .collect(),
+            knobs: knobs.written(p.pid),
         })
         .collect();
+    let (enforced, enforcement) = knobs.describe();
     Show {
         currencies,
         clients,
+        enforced,
+        enforcement,
     }
 }
 
-fn explain(system: &TicketSystem, pid: u32, client: CurrencyId) -> Explain {
+fn explain(system: &TicketSystem, knobs: &Knobs, pid: u32, client: CurrencyId) -> Explain {
     let model = system.model();
+    let mut written = knobs.written(pid);
     let hop = |h: &Hop| HopView {
         ticket: h.ticket.map(|t| t.0),
         issuer: name(model, h.issuer),
@@ -895,12 +958,16 @@ fn explain(system: &TicketSystem, pid: u32, client: CurrencyId) -> Explain {
                     hops: p.hops.iter().map(hop).collect(),
                 })
                 .collect(),
+            knob: written.remove(&e.resource),
         })
         .collect();
+    let (enforced, enforcement) = knobs.describe();
     Explain {
         pid,
         currency: name(model, client),
         resources,
+        enforced,
+        enforcement,
     }
 }
 

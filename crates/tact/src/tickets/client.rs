@@ -1,5 +1,5 @@
 //! The `tact tickets` subcommands that ask the daemon: create, destroy, fund, unfund, set, show,
-//! attach, detach, offer, offers, cancel, and explain of an attached process. Each sends one
+//! attach, detach, offer, accept, offers, cancel, and explain of an attached process. Each sends one
 //! request (`docs/protocol.md`, the `tickets_*` operations) and prints the reply; a refusal
 //! prints the daemon's message and exits 1, or 2 for malformed input.
 
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tact_core::tickets::Resource;
 use tact_proto::tickets::{
-    Amount, Changed, Explain, OfferResult, OfferView, Offers, Rights, Show, TicketsRequest,
+    Amount, Changed, Explain, Knob, OfferResult, OfferView, Offers, Rights, Show, TicketsRequest,
 };
 use tact_proto::{Client, ClientError, ErrorCode};
 
@@ -149,6 +149,14 @@ pub fn run(command: &TicketsCommand, page_size: u64) -> Option<Result<i32>> {
                 }))
             })()),
         ),
+        C::Accept {
+            offer,
+            pid: taker,
+            socket,
+        } => (
+            socket,
+            input(id(offer, 'o', "offer").map(|offer| Action::Accept { pid: *taker, offer })),
+        ),
         C::Offers { json, socket } => (socket, Action::Offers { json: *json }),
         C::Cancel { id: target, socket } => (socket, input(cancel(target))),
     };
@@ -163,6 +171,11 @@ enum Action {
     Fund(TicketsRequest),
     Attach(TicketsRequest),
     Offer(TicketsRequest),
+    /// Offer `pid` the mirror of queued offer `offer`.
+    Accept {
+        pid: i32,
+        offer: u64,
+    },
     Show {
         currency: Option<String>,
         json: bool,
@@ -250,6 +263,7 @@ fn perform(socket: &Option<std::path::PathBuf>, action: Action) -> Result<i32> {
                 }
             })
         }),
+        Action::Accept { pid, offer } => accept(&mut client, pid, offer),
         Action::Show { currency, json } => {
             ask(&mut client, TicketsRequest::Show { currency }, |s: Show| {
                 print_reply(&s, json, show_text)
@@ -265,6 +279,61 @@ fn perform(socket: &Option<std::path::PathBuf>, action: Action) -> Result<i32> {
         ),
     };
     result
+}
+
+/// Accepts queued offer `offer` for `pid` by offering its mirror. The dealer matches the oldest
+/// complementary offer, which is `offer` unless an older one is the same trade (then that one,
+/// which is as good). Should it meet none (withdrawn meanwhile), the mirror is withdrawn too,
+/// so that accepting never leaves an offer of `pid`'s behind.
+fn accept(client: &mut Client, pid: i32, offer: u64) -> Result<i32> {
+    let mut queued = None;
+    let status = ask(client, TicketsRequest::Offers, |o: Offers| {
+        queued = o.offers.into_iter().find(|q| q.id == offer);
+        Ok(0)
+    })?;
+    if status != 0 {
+        return Ok(status);
+    }
+    let Some(queued) = queued else {
+        eprintln!("tact: no queued offer o{offer} (`tact tickets offers` lists them)");
+        return Ok(REFUSED);
+    };
+    let mirror = TicketsRequest::Offer {
+        pid,
+        give: queued.want,
+        want: queued.give,
+        expires_ms: None,
+    };
+    let mut unmatched = None;
+    let status = ask(client, mirror, |r: OfferResult| match r {
+        OfferResult::Exchanged {
+            matched, exchange, ..
+        } => {
+            println!(
+                "accepted o{matched}: {pid} gives {} for {}; exchange x{exchange} is in force",
+                trade_text(&queued.want),
+                trade_text(&queued.give)
+            );
+            Ok(0)
+        }
+        OfferResult::Queued { offer: mine, .. } => {
+            eprintln!("tact: o{offer} was withdrawn before it could be accepted");
+            unmatched = Some(mine);
+            Ok(REFUSED)
+        }
+        OfferResult::Refused { why, .. } => {
+            eprintln!("tact: accepting o{offer} was refused (both offers are withdrawn): {why}");
+            Ok(REFUSED)
+        }
+    })?;
+    if let Some(mine) = unmatched {
+        let withdraw = TicketsRequest::Cancel {
+            offer: Some(mine),
+            exchange: None,
+        };
+        ask(client, withdraw, |_: Changed| Ok(REFUSED))?;
+    }
+    Ok(status)
 }
 
 /// Sends `request`; prints a refusal and returns its exit status, or hands the reply to `then`.
@@ -450,6 +519,7 @@ fn show_text(s: &Show) -> String {
         ]);
     }
     let mut out = table(&rows);
+    out.push_str(&enforcement_line(s.enforced, &s.enforcement));
     if s.clients.is_empty() {
         out.push_str("no attached processes\n");
         return out;
@@ -463,25 +533,38 @@ fn show_text(s: &Show) -> String {
         "R*".into(),
         "share".into(),
         "guaranteed".into(),
+        "knob".into(),
     ]];
     for c in &s.clients {
         for (r, rights) in &c.rights {
             if rights.guaranteed == 0.0 && !rights.competing {
                 continue;
             }
-            rows.push(rights_row(c.pid.to_string(), c.uid.to_string(), *r, rights));
+            rows.push(rights_row(
+                c.pid.to_string(),
+                c.uid.to_string(),
+                *r,
+                rights,
+                c.knobs.get(r),
+            ));
         }
     }
     out.push('\n');
     out.push_str(&table(&rows));
     out.push_str(
         "R is the rights now, R* with every client competing; share is R over the competing \
-         clients' R, guaranteed R* over every client's R*.\n",
+         clients' R, guaranteed R* over every client's R*; knob is what the daemon wrote.\n",
     );
     out
 }
 
-fn rights_row(pid: String, uid: String, r: Resource, rights: &Rights) -> [String; 8] {
+fn rights_row(
+    pid: String,
+    uid: String,
+    r: Resource,
+    rights: &Rights,
+    knob: Option<&Knob>,
+) -> [String; 9] {
     [
         pid,
         uid,
@@ -491,7 +574,26 @@ fn rights_row(pid: String, uid: String, r: Resource, rights: &Rights) -> [String
         format!("{:.3}", rights.guaranteed),
         format!("{:.2}%", 100.0 * rights.share),
         format!("{:.2}%", 100.0 * rights.guaranteed_share),
+        knob.map_or_else(|| "-".into(), knob_text),
     ]
+}
+
+/// `cpu.shares = 87381`, the file by name (its directory is in `--json`).
+fn knob_text(k: &Knob) -> String {
+    let file = k.file.rsplit('/').next().unwrap_or(&k.file);
+    format!("{file} = {}", k.value)
+}
+
+/// Whether the daemon applies the rights: users must be able to tell a served model from an
+/// enforced one.
+fn enforcement_line(enforced: bool, how: &str) -> String {
+    if enforced {
+        format!("enforced: {how}\n")
+    } else if how.is_empty() {
+        "not enforced\n".into()
+    } else {
+        format!("{how}\n")
+    }
 }
 
 fn offers_text(o: &Offers) -> String {
@@ -528,6 +630,7 @@ fn explain_text(e: &Explain) -> String {
             e.pid, e.currency
         ));
     }
+    out.push_str(&enforcement_line(e.enforced, &e.enforcement));
     for r in &e.resources {
         let x = &r.rights;
         out.push_str(&format!(
@@ -546,6 +649,9 @@ fn explain_text(e: &Explain) -> String {
             x.guaranteed,
             100.0 * x.guaranteed_share,
         ));
+        if let Some(k) = &r.knob {
+            out.push_str(&format!("  enforced as {} = {}\n", k.file, k.value));
+        }
         for (i, p) in r.paths.iter().enumerate() {
             out.push_str(&format!(
                 "  path {}: {}  = {:.3}\n",

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
+use tact_core::tickets::compile::{WeightRange, BFQ_WEIGHT, IO_WEIGHT_V2};
 use tact_linux::actuate::cgroup_knobs::DiskKnob;
 use tact_linux::{ProcId, ProcReader};
 
@@ -58,6 +59,16 @@ impl DiskActivity {
         }
         self.last[i] = now;
         active
+    }
+}
+
+/// The weight range the model's disk rights are quantized into for `knob`: iocost's
+/// `io.weight` (1–10000) or BFQ's (1–1000).
+pub fn weight_range(knob: DiskKnob) -> WeightRange {
+    if knob == DiskKnob::IoWeight {
+        IO_WEIGHT_V2
+    } else {
+        BFQ_WEIGHT
     }
 }
 

@@ -14,11 +14,11 @@
 
 mod cgroup;
 mod client;
-mod disk;
+pub(crate) mod disk;
 mod enforce;
 mod report;
-mod rights;
-mod setup;
+pub(crate) mod rights;
+pub(crate) mod setup;
 pub(crate) mod show;
 mod signals;
 

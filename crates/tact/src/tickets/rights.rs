@@ -131,13 +131,8 @@ impl<'a> Rights<'a> {
         Ok(())
     }
 
-    /// Each job's weight for `r` ∝ its rights now, in `range`. A job that is not active is
-    /// weighted as it would be if it were: the kernel (for the CPU and for BFQ), and ALPS's rule
-    /// for blocked jobs, leave it out while it is idle, so the others still divide the resource
-    /// ∝ their rights, and the job gets its rights the moment it wakes rather than an interval
-    /// later (with the range's minimum, ALPS would also stop it after one quantum until its
-    /// cycle ends, and it would not be seen waking up for that long). Jobs holding no tickets
-    /// of `r` get `range.min` (callers leave their knob alone).
+    /// Each job's weight for `r` ∝ its rights now, in `range`, as [`compile`] weighs clients.
+    /// Jobs holding no tickets of `r` get `range.min` (callers leave their knob alone).
     pub fn weights(&self, r: Resource, range: WeightRange) -> Vec<u64> {
         self.compiled(r, range)
             .into_iter()
@@ -167,28 +162,10 @@ impl<'a> Rights<'a> {
         self.model.rights(self.ids[job], r).unwrap_or(0.0)
     }
 
-    /// Whether every funding path of the job for `r` is hard from the base down to it: its
-    /// memory rights are then a reservation (v2 `memory.min`), else an entitlement
-    /// (`memory.low`), spec §4.
+    /// Whether every funding path of the job for `r` is hard from the base down to it (see
+    /// [`hard_all_the_way`]).
     pub fn hard_all_the_way(&self, job: usize, r: Resource) -> bool {
-        self.model.explain_path(self.ids[job], r).is_ok_and(|e| {
-            !e.paths.is_empty()
-                && e.paths.iter().all(|p| {
-                    // The last hop is the job's own self ticket, soft by construction.
-                    p.hops.split_last().is_some_and(|(_, funding)| {
-                        !funding.is_empty() && funding.iter().all(|h| h.kind == Kind::Hard)
-                    })
-                })
-        })
-    }
-
-    /// What the job's rights would be were it active now, the others as they are.
-    fn rights_if_active(&self, job: usize, r: Resource) -> f64 {
-        let mut model = self.model.clone();
-        match model.set_active(self.ids[job], r, true) {
-            Ok(()) => model.rights(self.ids[job], r).unwrap_or(0.0),
-            Err(_) => 0.0,
-        }
+        hard_all_the_way(&self.model, self.ids[job], r)
     }
 
     /// `R / ΣR` over the jobs active for `r`, per job (0 for the others).
@@ -325,8 +302,65 @@ impl<'a> Rights<'a> {
     }
 }
 
-/// Whether the setup funds `job` with tickets of `r`.
-fn holds_tickets(model: &Model, job: CurrencyId, r: Resource) -> bool {
+/// Each client's weight for `r` ∝ its rights now, in `range` (`tickets::compile::quantize`);
+/// `clients` are (currency, whether it holds tickets of `r`), and the result is in their order.
+///
+/// A client that is not active is weighted as it would be if it were: the kernel (for the CPU
+/// and for BFQ), and ALPS's rule for blocked jobs, leave it out while it is idle, so the others
+/// still divide the resource ∝ their rights, and the client gets its rights the moment it wakes
+/// rather than an interval later (with the range's minimum, ALPS would also stop it after one
+/// quantum until its cycle ends, and it would not be seen waking up for that long). Clients
+/// holding no tickets of `r` get `range.min`.
+pub(crate) fn compile(
+    model: &Model,
+    clients: &[(CurrencyId, bool)],
+    r: Resource,
+    range: WeightRange,
+) -> Vec<Compiled<usize>> {
+    let rights: Vec<(usize, f64)> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, &(id, holds))| {
+            let competing = model.currency(id).is_ok_and(|c| c.competing[r]);
+            let right = if !holds {
+                0.0
+            } else if competing {
+                model.rights(id, r).unwrap_or(0.0)
+            } else {
+                rights_if_active(model, id, r)
+            };
+            (i, right)
+        })
+        .collect();
+    quantize(&rights, range)
+}
+
+/// What client `id`'s rights to `r` would be were it active now, the others as they are.
+fn rights_if_active(model: &Model, id: CurrencyId, r: Resource) -> f64 {
+    let mut model = model.clone();
+    match model.set_active(id, r, true) {
+        Ok(()) => model.rights(id, r).unwrap_or(0.0),
+        Err(_) => 0.0,
+    }
+}
+
+/// Whether every funding path of client `id` for `r` is hard from the base down to it: its
+/// memory rights are then a reservation (v2 `memory.min`), else an entitlement (`memory.low`),
+/// spec §4.
+pub(crate) fn hard_all_the_way(model: &Model, id: CurrencyId, r: Resource) -> bool {
+    model.explain_path(id, r).is_ok_and(|e| {
+        !e.paths.is_empty()
+            && e.paths.iter().all(|p| {
+                // The last hop is the client's own self ticket, soft by construction.
+                p.hops.split_last().is_some_and(|(_, funding)| {
+                    !funding.is_empty() && funding.iter().all(|h| h.kind == Kind::Hard)
+                })
+            })
+    })
+}
+
+/// Whether `job` is funded with tickets of `r`.
+pub(crate) fn holds_tickets(model: &Model, job: CurrencyId, r: Resource) -> bool {
     model
         .explain_path(job, r)
         .is_ok_and(|e| !e.paths.is_empty())

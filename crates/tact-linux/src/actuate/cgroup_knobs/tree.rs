@@ -14,6 +14,7 @@ use crate::actuate::cgroup_cpu::{
     check_name, is_busy, mkdir, move_to, proc_cgroup_dir, read_procs, write_pid, CgroupMount,
     CgroupVersion, TEARDOWN_PATIENCE,
 };
+use crate::actuate::stale;
 use crate::error::{Error, Result};
 use crate::probe::proc::ProcReader;
 
@@ -122,6 +123,8 @@ impl KnobTree {
                     h.proc_name,
                 )?,
             };
+            // What an earlier tact could not remove (it was SIGKILLed) goes before this one adds.
+            stale::sweep(&h.base);
             check_name(&h.base, name)?;
             h.top = h.base.join(name);
         }

@@ -1,0 +1,425 @@
+//! `tact daemon` enforcing its tickets model with cgroups (root, a cpu controller; skipped
+//! otherwise): attached clients in their own leaves with cpu.shares ∝ their rights, following
+//! activity; detach and daemon exit moving them back and removing the tree, nothing stopped.
+//! And the initial model of `--tickets-setup`: applied, refused with status 2, or set aside for a
+//! persisted state.
+
+mod common;
+
+use std::fs;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{tact, wait_for};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
+use tact_linux::ProcReader;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Why the cgroup tests cannot run here, if they cannot.
+fn cannot_enforce() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("not root".into());
+    }
+    match Hierarchies::detect().map(|h| h.get(Controller::Cpu).is_ok()) {
+        Ok(true) => None,
+        Ok(false) => Some("no cpu cgroup controller".into()),
+        Err(e) => Some(format!("cannot read the cgroup mounts: {e}")),
+    }
+}
+
+/// A daemon with its socket, state and stderr in one temporary directory; killed when dropped.
+struct Daemon {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    fn start(extra: &[&str]) -> Daemon {
+        Daemon::start_in(tempfile::tempdir().unwrap(), extra)
+    }
+
+    fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Daemon {
+        let child = daemon(dir.path(), extra).spawn().unwrap();
+        let mut d = Daemon { child, dir };
+        wait_for(PATIENCE, "the daemon to listen", || {
+            assert!(
+                d.child.try_wait().unwrap().is_none(),
+                "the daemon exited: {}",
+                d.stderr()
+            );
+            UnixStream::connect(d.dir.path().join("s")).is_ok()
+        });
+        d
+    }
+
+    fn tickets(&self, args: &[&str]) -> (i32, String, String) {
+        let out = tact()
+            .arg("tickets")
+            .args(args)
+            .arg("--socket")
+            .arg(self.dir.path().join("s"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let (code, out, err) = self.tickets(args);
+        assert_eq!(code, 0, "tact tickets {args:?}: {err}");
+        out
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        serde_json::from_str(&self.ok(&args)).unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// SIGTERM, then waits for the exit; its status.
+    fn terminate(&mut self) -> i32 {
+        common::kill(self.child.id() as i32, Signal::SIGTERM);
+        let mut status = None;
+        wait_for(PATIENCE, "the daemon to exit", || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        status.unwrap().code().unwrap_or(-1)
+    }
+}
+
+impl Daemon {
+    /// Kills the daemon, keeping its directory.
+    fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn daemon(dir: &Path, extra: &[&str]) -> Command {
+    let mut c = tact();
+    c.env("TACT_RUNTIME_DIR", dir)
+        .arg("daemon")
+        .arg("--socket")
+        .arg(dir.join("s"))
+        .arg("--tickets-state")
+        .arg(dir.join("tickets.json"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(dir.join("stderr")).unwrap());
+    c
+}
+
+/// Processes that spin until their stop file exists, then sleep (same pid); killed when dropped.
+struct Spinners {
+    children: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Spinners {
+    fn new(n: usize) -> Spinners {
+        let dir = tempfile::tempdir().unwrap();
+        let children = (0..n)
+            .map(|i| {
+                let stop = dir.path().join(format!("stop{i}"));
+                let script = format!(
+                    "while [ ! -e {} ]; do :; done; exec sleep 600",
+                    stop.display()
+                );
+                Command::new("sh").arg("-c").arg(script).spawn().unwrap()
+            })
+            .collect();
+        Spinners { children, dir }
+    }
+
+    fn pid(&self, i: usize) -> u32 {
+        self.children[i].id()
+    }
+
+    fn sleep(&self, i: usize) {
+        fs::write(self.dir.path().join(format!("stop{i}")), "").unwrap();
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The directories a tree called `name` would have in each hierarchy this process is in (the
+/// daemon, its child, makes its tree in its own cgroups); those left are removed when dropped.
+struct TreeDirs(Vec<PathBuf>);
+
+impl TreeDirs {
+    fn of(name: &str) -> TreeDirs {
+        let text = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let mut dirs = Vec::new();
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+            let (Some(controllers), Some(path)) = (controllers, path) else {
+                continue;
+            };
+            for c in controllers.split(',') {
+                let mount = Path::new("/sys/fs/cgroup").join(c.trim_start_matches("name="));
+                let dir = mount.join(path.trim_start_matches('/')).join(name);
+                if !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+        TreeDirs(dirs)
+    }
+
+    fn existing(&self) -> Vec<&PathBuf> {
+        self.0.iter().filter(|d| d.is_dir()).collect()
+    }
+}
+
+impl Drop for TreeDirs {
+    fn drop(&mut self) {
+        for top in &self.0 {
+            if let Ok(entries) = fs::read_dir(top) {
+                for e in entries.filter_map(Result::ok).filter(|e| e.path().is_dir()) {
+                    let _ = fs::remove_dir(e.path());
+                }
+            }
+            let _ = fs::remove_dir(top);
+        }
+    }
+}
+
+/// Client `pid` of a `show --json` reply.
+fn client(show: &Value, pid: u32) -> &Value {
+    show["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["pid"] == pid)
+        .unwrap_or_else(|| panic!("no client {pid} in {show}"))
+}
+
+/// The cpu knob of client `pid`: its file and the weight written, if any.
+fn cpu_knob(show: &Value, pid: u32) -> Option<(PathBuf, u64)> {
+    let k = &client(show, pid)["knobs"]["cpu"];
+    Some((PathBuf::from(k["file"].as_str()?), k["value"].as_u64()?))
+}
+
+fn competing(show: &Value, pid: u32) -> bool {
+    client(show, pid)["rights"]["cpu"]["competing"] == true
+}
+
+fn read_u64(file: &Path) -> u64 {
+    fs::read_to_string(file).unwrap().trim().parse().unwrap()
+}
+
+/// Whether `pid`'s cgroups (`/proc/PID/cgroup`) include one under `name`.
+fn in_tree(pid: u32, name: &str) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(&format!("/{name}/")))
+}
+
+#[test]
+fn clients_get_cgroups_weighted_by_their_rights_until_detached_or_the_daemon_exits() {
+    if let Some(why) = cannot_enforce() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let name = format!("tact-test-d1-{}", std::process::id());
+    let dirs = TreeDirs::of(&name);
+    let mut d = Daemon::start(&["--tickets-cgroup", &name]);
+    d.ok(&["create", "A"]);
+    d.ok(&["fund", "A", "--from", "base", "--cpu", "1000"]);
+    let spin = Spinners::new(2);
+    let (p1, p2) = (spin.pid(0), spin.pid(1));
+    assert!(
+        dirs.existing().is_empty(),
+        "no tree before the first client"
+    );
+    d.ok(&["attach", &p1.to_string(), "--from", "A", "--cpu", "100"]);
+    d.ok(&["attach", &p2.to_string(), "--from", "A", "--cpu", "300"]);
+
+    // Both spin: R = 250 and 750 of A's 1000, so cpu.shares 1:3.
+    let mut show = Value::Null;
+    wait_for(PATIENCE, "both clients competing, 1:3", || {
+        show = d.json(&["show"]);
+        let knobs = (cpu_knob(&show, p1), cpu_knob(&show, p2));
+        competing(&show, p1)
+            && competing(&show, p2)
+            && matches!(knobs, (Some((_, a)), Some((_, b))) if a * 3 <= b + 3 && b <= a * 3 + 3)
+    });
+    assert_eq!(show["enforced"], true, "{show}");
+    let (f1, w1) = cpu_knob(&show, p1).unwrap();
+    let (f2, w2) = cpu_knob(&show, p2).unwrap();
+    let ratio = w1 as f64 / w2 as f64;
+    assert!((ratio - 1.0 / 3.0).abs() < 0.01 / 3.0, "{w1}:{w2}");
+    for (file, pid, w) in [(&f1, p1, w1), (&f2, p2, w2)] {
+        assert!(
+            file.ends_with("cpu.shares") || file.ends_with("cpu.weight"),
+            "{file:?}"
+        );
+        assert!(file.to_string_lossy().contains(&name), "{file:?}");
+        assert_eq!(read_u64(file), w, "{file:?} holds what show reports");
+        let procs = fs::read_to_string(file.parent().unwrap().join("cgroup.procs")).unwrap();
+        assert!(
+            procs.lines().any(|l| l == pid.to_string()),
+            "{pid} in {procs}"
+        );
+        assert!(in_tree(pid, &name));
+    }
+
+    // p2 sleeps: its R goes to 0, and p1, A's only competitor, gets all of A's value.
+    spin.sleep(1);
+    wait_for(
+        PATIENCE,
+        "p2 to stop competing and p1's weight to grow",
+        || {
+            show = d.json(&["show"]);
+            !competing(&show, p2) && cpu_knob(&show, p1).is_some_and(|(_, w)| w > w1)
+        },
+    );
+    let grown = cpu_knob(&show, p1).unwrap().1;
+    assert_eq!(read_u64(&f1), grown);
+    let explain = d.json(&["explain", &p2.to_string()]);
+    let cpu = &explain["resources"][0];
+    assert_eq!(cpu["resource"], "cpu", "{explain}");
+    assert_eq!(cpu["competing"], false, "{explain}");
+    assert_eq!(cpu["rights"], 0.0, "{explain}");
+    assert!(cpu["knob"]["value"].as_u64().is_some(), "{explain}");
+    assert_eq!(explain["enforced"], true);
+    let text = d.ok(&["explain", &p1.to_string()]);
+    assert!(text.contains("enforced as "), "{text}");
+
+    // Detached: back where it came from, its leaf gone.
+    d.ok(&["detach", &p1.to_string()]);
+    assert!(!in_tree(p1, &name), "detach moves the process back at once");
+    assert!(!f1.parent().unwrap().exists(), "{f1:?}'s cgroup is removed");
+
+    // The daemon's exit moves p2 back and removes the tree; nothing is stopped.
+    assert_eq!(d.terminate(), 0, "{}", d.stderr());
+    assert!(!in_tree(p2, &name));
+    assert!(dirs.existing().is_empty(), "left: {:?}", dirs.existing());
+    let reader = ProcReader::new();
+    for pid in [p1, p2] {
+        let stat = reader.stat(pid as i32).unwrap();
+        assert!(
+            !stat.is_dead() && !stat.is_stopped(),
+            "{pid}: {}",
+            stat.state
+        );
+    }
+}
+
+#[test]
+fn the_initial_setup_is_applied_refused_or_set_aside_for_a_saved_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = dir.path().join("setup.toml");
+    fs::write(
+        &setup,
+        "[[currency]]\nname = \"A\"\nfunding = [{ from = \"base\", cpu = 600 }]\n\
+         [[currency]]\nname = \"B\"\nfunding = [{ from = \"A\", cpu = 10, hard = true }]\n",
+    )
+    .unwrap();
+    let setup_arg = setup.to_str().unwrap();
+    let d = Daemon::start(&["--no-tickets-enforce", "--tickets-setup", setup_arg]);
+    let show = d.json(&["show"]);
+    let names: Vec<&str> = show["currencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"A") && names.contains(&"B"), "{names:?}");
+    assert_eq!(show["enforced"], false);
+    assert!(
+        show["enforcement"]
+            .as_str()
+            .unwrap()
+            .contains("not enforced"),
+        "{show}"
+    );
+    let text = d.ok(&["show", "B"]);
+    assert!(text.contains("not enforced"), "{text}");
+    assert!(text.contains("10h cpu A"), "B holds A's hard 10: {text}");
+    // A change saves the state, which wins over the setup from then on.
+    d.ok(&["create", "C"]);
+    let state = d.stop();
+    let other = state.path().join("other.toml");
+    fs::write(
+        &other,
+        "[[currency]]\nname = \"Z\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+    )
+    .unwrap();
+    let d = Daemon::start_in(
+        state,
+        &[
+            "--no-tickets-enforce",
+            "--tickets-setup",
+            other.to_str().unwrap(),
+        ],
+    );
+    let show = d.json(&["show"]);
+    let names: Vec<&str> = show["currencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"C") && !names.contains(&"Z"), "{names:?}");
+    assert!(
+        d.stderr().contains("persisted state wins"),
+        "{}",
+        d.stderr()
+    );
+
+    // A bad setup stops the daemon before it binds its socket, naming the file and table.
+    for (text, names) in [
+        (
+            "[[job]]\nname = \"J\"\ncommand = \"true\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+            "[[job]] \"J\"",
+        ),
+        (
+            "[[currency]]\nname = \"A\"\nfunding = [{ from = \"base\", cpu = 0 }]\n",
+            "funding[0].cpu = 0",
+        ),
+    ] {
+        let bad = tempfile::tempdir().unwrap();
+        let file = bad.path().join("bad.toml");
+        fs::write(&file, text).unwrap();
+        let out = daemon(bad.path(), &["--tickets-setup", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = fs::read_to_string(bad.path().join("stderr")).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("bad.toml") && err.contains(names), "{err}");
+        assert!(!bad.path().join("s").exists(), "no socket was bound");
+    }
+}
