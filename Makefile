@@ -95,8 +95,13 @@ bench-idle: build $(PY)
 # Waits for $(BENCH_LOCK) like bench-library.
 BENCH_TICKETS ?=
 
+# Then E5 (bench/tickets/e5.py), the memory-for-disk exchange between two SQLite servers in a
+# 16 MiB arena: about 12 minutes, BENCH_TICKETS_E5=--quick about 3; BENCH_TICKETS_E5=--skip leaves it out.
+BENCH_TICKETS_E5 ?=
+
 bench-tickets: build $(PY)
 	$(PY) bench/tickets/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/tickets $(BENCH_TICKETS)
+	$(if $(filter --skip,$(BENCH_TICKETS_E5)),,$(PY) bench/tickets/e5.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/tickets $(BENCH_TICKETS_E5))
 
 bench-quick: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick

@@ -6,9 +6,9 @@ deadlines, so the service time does not drift). It speaks the FUSE protocol on /
 every read reaches this server. The kernel queues waiting reads in arrival order, and no scheduler
 can reorder what the server holds. A loop device over the file gives the rig a block device with
 /proc/diskstats and an I/O scheduler (spec idletime.md, "Test machine facts for the emulated
-disk"). Content: zeros.
+disk"). Content: zeros, or IMAGE's bytes when given (bench/tickets e5.py's filesystem image).
 
-    fusedisk.py MOUNTPOINT SIZE SERVICE_MS
+    fusedisk.py MOUNTPOINT SIZE SERVICE_MS [IMAGE]
 
 MOUNTPOINT must be an existing regular file (the mount covers it). The server dies with its parent
 (PR_SET_PDEATHSIG); unmount with `umount -l MOUNTPOINT`.
@@ -38,7 +38,7 @@ def attr(size):
         "<QQQQQQIIIIIIIIII", 1, size, size // 512, 0, 0, 0, 0, 0, 0, 0o100444, 1, 0, 0, 0, 4096, 0)
 
 
-def serve(fd, size, service_s):
+def serve(fd, size, service_s, image=None):
     buf_size = MAX_WRITE + 4096
     zeros = bytes(1 << 20)
     while True:
@@ -70,7 +70,10 @@ def serve(fd, size, service_s):
             n = max(0, min(count, size - offset))
             while (left := deadline - time.monotonic()) > 0:
                 time.sleep(left)
-            out = zeros[:n] if n <= len(zeros) else bytes(n)
+            if image is not None:
+                out = os.pread(image, n, offset)
+            else:
+                out = zeros[:n] if n <= len(zeros) else bytes(n)
         elif opcode in (FUSE_RELEASE, FUSE_FLUSH, FUSE_ACCESS):
             pass
         elif opcode == FUSE_STATFS:
@@ -88,9 +91,10 @@ def serve(fd, size, service_s):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         raise SystemExit(__doc__)
     mountpoint, size, service_ms = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    image = os.open(sys.argv[4], os.O_RDONLY) if len(sys.argv) == 5 else None
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
     fd = os.open("/dev/fuse", os.O_RDWR)
@@ -99,7 +103,7 @@ def main():
         e = ctypes.get_errno()
         raise SystemExit(f"fusedisk: mount {mountpoint}: {os.strerror(e)}")
     print("mounted", flush=True)
-    serve(fd, size, service_ms / 1000)
+    serve(fd, size, service_ms / 1000, image)
 
 
 if __name__ == "__main__":

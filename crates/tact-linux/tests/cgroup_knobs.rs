@@ -342,6 +342,16 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     write(&top.join("a/b/memory.current"), "2101248\n");
     assert_eq!(tree.mem_usage_bytes(b).unwrap(), 2_101_248);
     write(
+        &top.join("a/b/memory.events"),
+        "low 0\nhigh 0\nmax 7\noom 0\noom_kill 0\n",
+    );
+    assert_eq!(tree.mem_limit_hits(b).unwrap(), 7);
+    write(
+        &top.join("a/b/memory.stat"),
+        "anon 4096\nfile 8192\nshmem 1024\nfile_mapped 0\n",
+    );
+    assert_eq!(tree.mem_pinned_bytes(b).unwrap(), 5120);
+    write(
         &top.join("a/b/io.stat"),
         "8:0 rbytes=4096 wbytes=512 rios=1 wios=1 dbytes=0 dios=0\n\
          254:0 rbytes=8192 wbytes=0 rios=2 wios=0 dbytes=0 dios=0\n",
@@ -651,6 +661,8 @@ fn v1_tree_on_this_machine_writes_reads_moves_and_leaves_nothing() {
             >= tree.cpu_usage_ns(c).unwrap().unwrap()
     );
     tree.mem_usage_bytes(c).unwrap();
+    tree.mem_limit_hits(c).unwrap();
+    tree.mem_pinned_bytes(c).unwrap();
     let io = tree.disk_bytes(c).unwrap();
     assert!(io.read <= tree.disk_bytes(KnobTree::ROOT).unwrap().read);
 

@@ -3,6 +3,7 @@
 //!
 //! - [`types`]: resources, identifiers, tickets, brokers' modes and callers.
 //! - [`error`]: every refusal, naming what is wrong; a refused operation changes nothing.
+//! - [`arena`]: the v1 memory arena's feedback rule: floors kept by lowering siblings' limits.
 //! - [`broker`]: who may do what to a currency (owner, group and mode bits).
 //! - [`dealer`]: the queue that matches offers to exchange rights between resources.
 //! - [`compile`]: rights to kernel weights, as a tree of cgroups or flat.
@@ -15,6 +16,7 @@
 //! - [`system`]: the [`TicketSystem`] façade the daemon holds: access control, the default
 //!   policy, nice, transfers and exchanges through the dealer.
 
+pub mod arena;
 pub mod broker;
 pub mod compile;
 pub mod dealer;

@@ -11,7 +11,12 @@
 //! - memory protection = its memory rights in bytes, for the jobs holding memory tickets: v2
 //!   `memory.min` when every funding path is hard from the base, else `memory.low`; v1
 //!   `memory.soft_limit_in_bytes`, which is not a floor (said once). Memory tickets stay active
-//!   while held (spec §2.3), so these change only when a job is gone.
+//!   while held (spec §2.3), so these change only when a job is gone;
+//! - with `[memory] arena`, the arena's size as the memory limit of the tree's top and, on v1,
+//!   the feedback loop of [`tact_core::tickets::arena`] every interval: when the arena is under
+//!   pressure and a job is below its floor, the limits of the jobs above theirs come down by what
+//!   it misses, and rise again once there is room. v2 needs no loop: `memory.min`/`memory.low`
+//!   are floors inside the arena already.
 //!
 //! Jobs without tickets of a resource keep the kernel's defaults for it.
 
@@ -20,9 +25,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use tact_core::tickets::compile::{WeightRange, BFQ_WEIGHT, IO_WEIGHT_V2};
+use tact_core::tickets::arena::{ArenaJob, ArenaRule, ArenaState};
+use tact_core::tickets::compile::WeightRange;
 use tact_core::tickets::{PerResource, Resource};
-use tact_linux::actuate::cgroup_cpu::CpuHierarchy;
+use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
 use tact_linux::actuate::cgroup_knobs::{
     Controller, DiskKnob, Hierarchies, KnobTree, KnobWrite, MemProtection, NodeId,
 };
@@ -71,6 +77,7 @@ pub fn run(
         cpu: Vec::new(),
         disk: None,
         mem: Vec::new(),
+        arena: None,
         told_clamped: vec![false; jobs.len()],
     };
     let result = drive.drive(jobs, rights, interval, duration, safety, events);
@@ -95,7 +102,9 @@ fn create_tree(
         (Resource::Mem, Controller::Memory),
         (Resource::Disk, Controller::Io),
     ] {
-        if !rights.any_holds(r) {
+        // An arena is a memory limit on the tree, whoever holds memory tickets.
+        let arena = r == Resource::Mem && rights.arena().is_some();
+        if !rights.any_holds(r) && !arena {
             continue;
         }
         match hierarchies.get(c) {
@@ -152,6 +161,7 @@ struct Drive<'t> {
     disk: Option<DiskKnobs>,
     /// The memory protection written, per job holding memory tickets.
     mem: Vec<Option<u64>>,
+    arena: Option<Arena>,
     /// Per job: its disk weight was clamped, and the user was told.
     told_clamped: Vec<bool>,
 }
@@ -178,6 +188,7 @@ impl Drive<'_> {
         self.setup_disk(rights)?;
         self.mem = vec![None; jobs.len()];
         self.write(rights)?;
+        self.setup_arena(rights)?;
         for job in jobs.iter_mut() {
             job.let_go();
         }
@@ -239,6 +250,7 @@ impl Drive<'_> {
                 rights.set_active(r, &active[r])?;
             }
             self.write(rights)?;
+            self.arena_step(rights)?;
             let held = self.held(rights);
             rights.interval(jobs, held)?;
         }
@@ -261,11 +273,7 @@ impl Drive<'_> {
                 );
                 self.disk = Some(DiskKnobs {
                     knob,
-                    range: if knob == DiskKnob::IoWeight {
-                        IO_WEIGHT_V2
-                    } else {
-                        BFQ_WEIGHT
-                    },
+                    range: disk::weight_range(knob),
                     activity: DiskActivity::new(self.nodes.len()),
                     written: vec![None; self.nodes.len()],
                 });
@@ -340,6 +348,94 @@ impl Drive<'_> {
         Ok(())
     }
 
+    /// Writes the arena's size as the memory limit of the tree's top, and says what keeps the
+    /// floors inside it.
+    fn setup_arena(&mut self, rights: &Rights) -> Result<()> {
+        let Some(limit) = rights.arena() else {
+            return Ok(());
+        };
+        let Ok(version) = self.tree.version(Controller::Memory) else {
+            eprintln!("tact: memory: no memory controller: the arena is not applied");
+            return Ok(());
+        };
+        let w = self.tree.set_mem_limit(KnobTree::ROOT, Some(limit))?;
+        let feedback = version == CgroupVersion::V1;
+        eprintln!(
+            "tact: memory: arena of {limit} bytes ({} pages) in {}{}",
+            limit / super::this_machine().map_or(4096, |m| m.page_size),
+            w.file.display(),
+            if feedback {
+                "; a feedback loop lowers memory.limit_in_bytes of the jobs above their floors \
+                 while one below its floor is short: it is not work-conserving (memory held for \
+                 a floor stays unused while its job does not fill it)"
+            } else {
+                "; memory.min/memory.low hold the floors inside it"
+            }
+        );
+        self.arena = Some(Arena {
+            rule: ArenaRule::for_limit(limit),
+            limit,
+            feedback,
+            hits: self.tree.mem_limit_hits(KnobTree::ROOT)?,
+            limits: vec![None; self.nodes.len()],
+            refused: vec![0; self.nodes.len()],
+            told_busy: false,
+        });
+        Ok(())
+    }
+
+    /// One step of the v1 arena loop: reads the arena's and each job's use, and writes the
+    /// limits the rule gives. A limit the kernel cannot reclaim down to (a job's own memory,
+    /// without swap, or its kernel memory) is refused with EBUSY: the old one stays, the loop
+    /// does not go that low for that job again, and the user is told once.
+    fn arena_step(&mut self, rights: &Rights) -> Result<()> {
+        let Some(a) = self.arena.as_mut().filter(|a| a.feedback) else {
+            return Ok(());
+        };
+        let hits = self.tree.mem_limit_hits(KnobTree::ROOT)?;
+        let state = ArenaState {
+            limit: a.limit,
+            usage: self.tree.mem_usage_bytes(KnobTree::ROOT)?,
+            hit_limit: hits > a.hits,
+        };
+        a.hits = hits;
+        let jobs = (0..self.nodes.len())
+            .map(|i| {
+                Ok(ArenaJob {
+                    usage: self.tree.mem_usage_bytes(self.nodes[i])?,
+                    floor: self.mem.get(i).copied().flatten().unwrap_or(0),
+                    limit: a.limits[i],
+                    pinned: self.tree.mem_pinned_bytes(self.nodes[i])?.max(a.refused[i]),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (i, next) in a.rule.next_limits(&state, &jobs).into_iter().enumerate() {
+            if next == a.limits[i] {
+                continue;
+            }
+            match self.tree.set_mem_limit(self.nodes[i], next) {
+                Ok(_) => a.limits[i] = next,
+                Err(tact_linux::Error::Io { source, .. })
+                    if source.raw_os_error() == Some(libc::EBUSY) =>
+                {
+                    // Kernel memory and the like count too: not asked again.
+                    a.refused[i] = a.refused[i].max(next.map_or(0, |l| l + 1));
+                    if !a.told_busy {
+                        a.told_busy = true;
+                        eprintln!(
+                            "tact: memory: the kernel could not reclaim {} down to {} bytes (its \
+                             own or kernel memory, no swap): its limit stays",
+                            rights.name(i),
+                            next.unwrap_or(0)
+                        );
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// What the knobs hold now, and each job's disk bytes and memory use.
     fn held(&self, rights: &Rights) -> Held {
         let mut held = Held::cpu_only(self.cpu.clone());
@@ -386,6 +482,24 @@ impl Drive<'_> {
         }
         Ok(())
     }
+}
+
+/// The memory arena of a run (`[memory] arena`).
+struct Arena {
+    rule: ArenaRule,
+    /// Its size, the limit of the tree's top.
+    limit: u64,
+    /// v1: the loop runs (v2's protections are floors already).
+    feedback: bool,
+    /// The top's limit hits (`memory.failcnt`) at the last step.
+    hits: u64,
+    /// The limit written on each job's cgroup.
+    limits: Vec<Option<u64>>,
+    /// Per job, just above the lowest limit the kernel refused (EBUSY): it cannot reclaim the
+    /// job that far, and the loop does not ask again.
+    refused: Vec<u64>,
+    /// The user was told of a limit the kernel refused.
+    told_busy: bool,
 }
 
 /// Says once which memory knob holds the floors, and what it does not do.

@@ -142,19 +142,18 @@ impl<'a> Rights<'a> {
 
     /// [`Rights::weights`] with what quantizing cost each job (its clamp, its share error).
     pub fn compiled(&self, r: Resource, range: WeightRange) -> Vec<Compiled<usize>> {
-        let rights: Vec<(usize, f64)> = (0..self.ids.len())
-            .map(|i| {
-                let right = if !self.holds[r][i] {
-                    0.0
-                } else if self.active[r][i] {
-                    self.rights(i, r)
-                } else {
-                    self.rights_if_active(i, r)
-                };
-                (i, right)
-            })
+        let clients: Vec<(CurrencyId, bool)> = self
+            .ids
+            .iter()
+            .zip(&self.holds[r])
+            .map(|(&id, &holds)| (id, holds))
             .collect();
-        quantize(&rights, range)
+        compile(&self.model, &clients, r, range)
+    }
+
+    /// The setup's `[memory] arena`, in bytes.
+    pub fn arena(&self) -> Option<u64> {
+        self.setup.arena
     }
 
     /// `R(job,r)` now.

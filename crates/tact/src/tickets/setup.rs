@@ -1,7 +1,7 @@
-//! The setup file of `tact tickets` (docs/tickets.md): the base's hard totals, currencies and jobs
-//! with their funding, and exchanges between jobs, in TOML, read into a tickets [`Model`] together
-//! with the names of its currencies. Every error is one line naming the file and the table and
-//! field at fault.
+//! The setup file of `tact tickets` (docs/tickets.md): the base's hard totals, the memory arena,
+//! currencies and jobs with their funding, and exchanges between jobs, in TOML, read into a
+//! tickets [`Model`] together with the names of its currencies. Every error is one line naming
+//! the file and the table and field at fault.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,6 +53,9 @@ pub struct Setup {
     pub model: Model,
     /// In file order.
     pub jobs: Vec<JobSetup>,
+    /// `[memory] arena`: the bytes the jobs share, written as the memory limit of their parent
+    /// cgroup (with the v1 feedback loop that keeps floors inside it, docs/tickets.md).
+    pub arena: Option<u64>,
 }
 
 impl Setup {
@@ -91,6 +94,15 @@ struct File {
     job: Vec<JobTable>,
     #[serde(default)]
     exchange: Vec<ExchangeTable>,
+    #[serde(default)]
+    memory: MemoryTable,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct MemoryTable {
+    /// Bytes, or a string with a unit.
+    arena: Option<toml::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -171,7 +183,8 @@ struct Builder<'a> {
 
 impl Builder<'_> {
     fn build(mut self, raw: File) -> Result<Setup, SetupError> {
-        let mut model = Model::new(self.base_totals(&raw.base)?);
+        let arena = self.arena(&raw.memory)?;
+        let mut model = Model::new(self.base_totals(&raw.base, arena)?);
         // Every currency and job exists before any funding, so funding may name a currency
         // defined further down the file.
         let mut holders = Vec::new();
@@ -209,12 +222,35 @@ impl Builder<'_> {
         for (i, x) in raw.exchange.iter().enumerate() {
             self.exchange(&mut model, i, x)?;
         }
-        Ok(Setup { model, jobs })
+        Ok(Setup {
+            model,
+            jobs,
+            arena: arena.map(|a| a as u64),
+        })
     }
 
-    fn base_totals(&self, base: &BaseTable) -> Result<PerResource<i64>, SetupError> {
+    fn arena(&self, memory: &MemoryTable) -> Result<Option<i64>, SetupError> {
+        let Some(v) = &memory.arena else {
+            return Ok(None);
+        };
+        match self.bytes(v) {
+            Ok(b) if b > 0 => Ok(Some(b)),
+            Ok(b) => Err(self.error(format!(
+                "[memory] arena = {b}: an arena holds a positive number of bytes"
+            ))),
+            Err(e) => Err(self.error(format!("[memory] arena: {e}"))),
+        }
+    }
+
+    /// `H(base,r)`: `[base]`'s, else 1000 for CPU and disk, and for memory the arena when there
+    /// is one (what the jobs may reserve is what they share), else the machine's reservable memory.
+    fn base_totals(
+        &self,
+        base: &BaseTable,
+        arena: Option<i64>,
+    ) -> Result<PerResource<i64>, SetupError> {
         let mut totals = PerResource::from_fn(|_| DEFAULT_TOTAL);
-        totals[Resource::Mem] = self.machine.reservable_mem;
+        totals[Resource::Mem] = arena.unwrap_or(self.machine.reservable_mem);
         let given = [
             (Resource::Cpu, base.cpu),
             (Resource::Disk, base.disk),
@@ -795,6 +831,26 @@ funding = [{ from = "base", mem = 5632000 }]
         assert_eq!(parse_size(" 5632000 ", 4096), Ok(5_632_000));
         assert!(parse_size("1.5GiB", 4096).is_err());
         assert!(parse_size("12 parsecs", 4096).is_err());
+    }
+
+    #[test]
+    fn an_arena_is_the_base_memory_unless_base_says_otherwise() {
+        let job = "[[job]]\nname = \"S\"\ncommand = \"x\"\n\
+                   funding = [{ from = \"base\", mem = \"1375pages\", hard = true }]\n";
+        let s = parse(&format!("[memory]\narena = \"16MiB\"\n{job}")).unwrap();
+        assert_eq!(s.arena, Some(16 << 20));
+        assert_eq!(s.model.base_hard_total()[Resource::Mem], 16 << 20);
+        let s = parse(&format!(
+            "[memory]\narena = \"16MiB\"\n[base]\nmem = \"11MiB\"\n{job}"
+        ))
+        .unwrap();
+        assert_eq!(s.model.base_hard_total()[Resource::Mem], 11 << 20);
+        assert_eq!(parse(job).unwrap().arena, None);
+        assert!(err("[memory]\narena = 0\n").contains("s.toml: [memory] arena = 0: an arena holds"));
+        assert!(
+            err("[memory]\narena = \"lots\"\n").contains("[memory] arena: \"lots\" is not a size")
+        );
+        assert!(err("[memory]\nsize = 3\n").contains("in [memory]: unknown field `size`"));
     }
 
     #[test]

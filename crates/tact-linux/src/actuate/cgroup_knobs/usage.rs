@@ -43,6 +43,54 @@ impl KnobTree {
             .map_err(|_| Error::parse(&path, 1, "expected a number of bytes"))
     }
 
+    /// What of `node`'s memory the kernel cannot reclaim without swap: anonymous and shared
+    /// memory, v1 `memory.stat` `total_rss` + `total_shmem`, v2 `memory.stat` `anon` + `shmem`.
+    pub fn mem_pinned_bytes(&self, node: NodeId) -> Result<u64> {
+        let keys: [&str; 2] = match self.version(Controller::Memory)? {
+            CgroupVersion::V1 => ["total_rss", "total_shmem"],
+            CgroupVersion::V2 => ["anon", "shmem"],
+        };
+        let path = self.node_dir(node, Controller::Memory)?.join("memory.stat");
+        let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let mut sum = 0;
+        for (i, line) in text.lines().enumerate() {
+            let Some((key, value)) = line.split_once(' ') else {
+                continue;
+            };
+            if keys.contains(&key) {
+                sum += value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| Error::parse(&path, i + 1, format!("bad {key} `{value}`")))?;
+            }
+        }
+        Ok(sum)
+    }
+
+    /// How many times a charge hit `node`'s memory limit (the kernel then reclaimed or failed
+    /// it), cumulative: v1 `memory.failcnt`, v2 the `max` line of `memory.events`. The arena
+    /// loop reads pressure from its growth.
+    pub fn mem_limit_hits(&self, node: NodeId) -> Result<u64> {
+        let dir = self.node_dir(node, Controller::Memory)?;
+        let (path, key) = match self.version(Controller::Memory)? {
+            CgroupVersion::V1 => (dir.join("memory.failcnt"), None),
+            CgroupVersion::V2 => (dir.join("memory.events"), Some("max")),
+        };
+        let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let (line, value) = match key {
+            None => (1, text.trim()),
+            Some(key) => text
+                .lines()
+                .enumerate()
+                .find_map(|(i, l)| Some((i + 1, l.strip_prefix(key)?.strip_prefix(' ')?)))
+                .ok_or_else(|| Error::parse(&path, 1, format!("no `{key}` line")))?,
+        };
+        value
+            .trim()
+            .parse()
+            .map_err(|_| Error::parse(&path, line, "expected a count"))
+    }
+
     /// Disk bytes `node` has read and written: v2 `io.stat` (`rbytes`, `wbytes`); v1
     /// `blkio.throttle.io_service_bytes_recursive`, which counts every device whatever its
     /// scheduler, else `blkio.bfq.io_service_bytes_recursive`. v1 does not charge buffered
