@@ -119,7 +119,7 @@ def prepare(name, args, mounts, tasks, seconds):
     for m in mounts.values():
         for p in remove_stale(m, CGROUP_PREFIX):
             log(f"removed {p}, left by an earlier run")
-    env.cgroups = Blkio({k: mounts.get(k) for k in ("cpu", "cpuacct", "blkio")})
+    env.cgroups = RunCgroups({k: mounts.get(k) for k in ("cpu", "cpuacct", "blkio")})
     CLEANUP.push("cgroups", env.cgroups.remove)
     env.slots = Slots(os.path.join(env.tmp, "slots"), len(tasks))
     CLEANUP.push("slots", env.slots.close)
@@ -191,9 +191,9 @@ def save(outdir, name, text, doc, figsize, draw):
 # --------------------------------------------------------------------------
 # one run
 
-class Blkio:
-    """tact-test-tickets-<pid> in the cpu, cpuacct and blkio hierarchies (v1), one r<k> per run:
-    --cgroup-parent names the cpu one, and tact uses the same path in the others."""
+class RunCgroups:
+    """tact-test-tickets-<pid> in the v1 hierarchies given (cpu, cpuacct, blkio; E5 adds memory),
+    one r<k> per run: --cgroup-parent names the cpu one, and tact uses the same path in the others."""
 
     def __init__(self, mounts):
         self.tops = {k: os.path.join(m, f"{CGROUP_PREFIX}{os.getpid()}") for k, m in mounts.items() if m}

@@ -44,7 +44,7 @@ sys.path[:0] = [HERE, BENCH, os.path.join(BENCH, "idle")]
 from common.cgroups import remove_stale, remove_tree  # noqa: E402
 from common.lifecycle import DEFAULT_LOCK, Cleanup, log, take_lock  # noqa: E402
 from common.procs import kill_leftovers, parse_mounts  # noqa: E402
-from diskrig import join_cgroups, tact_summary  # noqa: E402
+from diskrig import RunCgroups, join_cgroups, tact_summary  # noqa: E402
 from workload import CGROUP_PREFIX, Slots, set_child_subreaper  # noqa: E402
 
 PAGE = 4096
@@ -158,28 +158,6 @@ def v1_mounts():
     return found
 
 
-class Cgroups:
-    """tact-test-tickets-<pid> in the cpu, cpuacct, blkio and memory hierarchies, one r<k> per run."""
-
-    def __init__(self, mounts):
-        self.tops = {k: os.path.join(m, f"{CGROUP_PREFIX}{os.getpid()}") for k, m in mounts.items()}
-        for top in self.tops.values():
-            os.mkdir(top)
-        self.seq = 0
-
-    def new_run(self):
-        self.seq += 1
-        paths = {k: os.path.join(t, f"r{self.seq}") for k, t in self.tops.items()}
-        for p in paths.values():
-            os.mkdir(p)
-        return paths
-
-    def remove(self):
-        for top in self.tops.values():
-            if os.path.isdir(top):
-                remove_tree(top)
-
-
 def read_int(path):
     with open(path) as f:
         return int(f.read().split()[0])
@@ -236,7 +214,7 @@ class Session:
         CLEANUP.push("tmpdir", lambda: shutil.rmtree(self.tmp, ignore_errors=True))
         self.slots = Slots(os.path.join(self.tmp, "slots"), len(JOBS))
         CLEANUP.push("slots", self.slots.close)
-        self.cgroups = Cgroups({k: v for k, v in v1_mounts().items()})
+        self.cgroups = RunCgroups({k: v for k, v in v1_mounts().items()})
         CLEANUP.push("cgroups", self.cgroups.remove)
         # Before the cgroups go (last in, first out): a run's processes may still be in them.
         CLEANUP.push("descendants", kill_leftovers)
