@@ -86,22 +86,31 @@ BENCH_IDLE ?=
 bench-idle: build $(PY)
 	$(PY) bench/idle/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/idle $(BENCH_IDLE)
 
-# bench/tickets (see bench/tickets/README.md): the tickets spec's E1 (issue 7), hierarchical CPU
-# shares with `tact tickets run` (cgroup and signals backends) side by side with a flat cgroup per
-# task, nice levels and no control; five spinners pinned to one CPU, B3 asleep the first half.
-# Needs root (cgroups) and a tact with `tact tickets` (the tact modes fail with that message
-# otherwise; BENCH_TICKETS='--modes baselines' runs the rest). About 27 minutes (5 reps of 60 s per
-# mode); BENCH_TICKETS=--quick is a 2-minute smoke run, --full the spec's 200 s runs (about 85 min).
-# Waits for $(BENCH_LOCK) like bench-library.
+# bench/tickets (see bench/tickets/README.md): the tickets spec's experiments (issue 7), each side
+# by side with what users do instead, all with `tact tickets run`:
+#  e1  hierarchical CPU shares, cgroup and signals backends against a flat cgroup per task, nice
+#      levels and no control; five spinners pinned to one CPU, B3 asleep the first half. About 27
+#      min (5 reps of 60 s per mode); BENCH_TICKETS=--quick 2 min, --full the spec's 200 s runs (85 min).
+#  e3  disk shares, one reader with a 50% hard share against four (bfq on an emulated 2 ms disk),
+#      against flat blkio weights, ionice and no control: about 9 min (BENCH_TICKETS_E3=--quick 2).
+#  e4  a CPU-for-disk exchange over n = 100..800, against the same rights written by hand: about
+#      13 min (BENCH_TICKETS_E4=--quick 3).
+#  e5  a memory-for-disk exchange between two SQLite servers in a 16 MiB arena, against one flat
+#      memory cgroup: about 12 min (BENCH_TICKETS_E5=--quick 3).
+# TICKETS_EXPERIMENTS picks some (default all, about an hour). Needs root (cgroups). Each waits for
+# $(BENCH_LOCK) like bench-library.
 BENCH_TICKETS ?=
-
-# Then E5 (bench/tickets/e5.py), the memory-for-disk exchange between two SQLite servers in a
-# 16 MiB arena: about 12 minutes, BENCH_TICKETS_E5=--quick about 3; BENCH_TICKETS_E5=--skip leaves it out.
+BENCH_TICKETS_E3 ?=
+BENCH_TICKETS_E4 ?=
 BENCH_TICKETS_E5 ?=
+TICKETS_EXPERIMENTS ?= e1 e3 e4 e5
+TICKETS_ARGS = --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/tickets
 
 bench-tickets: build $(PY)
-	$(PY) bench/tickets/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/tickets $(BENCH_TICKETS)
-	$(if $(filter --skip,$(BENCH_TICKETS_E5)),,$(PY) bench/tickets/e5.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/tickets $(BENCH_TICKETS_E5))
+	$(if $(filter e1,$(TICKETS_EXPERIMENTS)),$(PY) bench/tickets/run.py $(TICKETS_ARGS) $(BENCH_TICKETS))
+	$(if $(filter e3,$(TICKETS_EXPERIMENTS)),$(PY) bench/tickets/e3.py $(TICKETS_ARGS) $(BENCH_TICKETS_E3))
+	$(if $(filter e4,$(TICKETS_EXPERIMENTS)),$(PY) bench/tickets/e4.py $(TICKETS_ARGS) $(BENCH_TICKETS_E4))
+	$(if $(filter e5,$(TICKETS_EXPERIMENTS)),$(PY) bench/tickets/e5.py $(TICKETS_ARGS) $(BENCH_TICKETS_E5))
 
 bench-quick: build $(PY)
 	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick
