@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{tact, wait_for};
+use common::{tact, tickets_ok, wait_for};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
@@ -57,26 +57,8 @@ impl Daemon {
         d
     }
 
-    fn tickets(&self, args: &[&str]) -> (i32, String, String) {
-        let out = tact()
-            .arg("tickets")
-            .args(args)
-            .arg("--socket")
-            .arg(self.dir.path().join("s"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
     fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.tickets(args);
-        assert_eq!(code, 0, "tact tickets {args:?}: {err}");
-        out
+        tickets_ok(&self.dir.path().join("s"), args)
     }
 
     fn json(&self, args: &[&str]) -> Value {

@@ -509,39 +509,18 @@ funding = [{{ from = "base", cpu = 100 }}]
 
 #[test]
 fn disk_and_memory_tickets_become_bfq_weights_and_soft_limits_and_are_removed() {
-    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
-    use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: the cgroup backend needs root");
-        return;
-    }
-    let (Ok(hier), Ok(all)) = (CpuHierarchy::detect(), Hierarchies::detect()) else {
-        eprintln!("skipped: no cgroup hierarchies");
-        return;
-    };
-    let v1 = |c| all.get(c).is_ok_and(|m| m.version == CgroupVersion::V1);
-    if hier.version != CgroupVersion::V1
-        || !v1(Controller::Memory)
-        || !v1(Controller::Io)
-        || cgroup_cpu::can_use(None, "tact-test-probe").is_err()
-    {
-        eprintln!("skipped: needs writable cgroup v1 cpu, memory and blkio hierarchies");
-        return;
-    }
-    let mount = |c| all.get(c).unwrap().mount.dir.clone();
-    let (mem_mount, blkio_mount) = (mount(Controller::Memory), mount(Controller::Io));
+    use tact_linux::actuate::cgroup_knobs::Controller;
     let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
     // The same cgroup path in every hierarchy: --cgroup-parent names the cpu one, and tact uses
     // the same path in the memory and blkio hierarchies (and for its cpuacct mirror).
-    let name = "diskmem";
-    let mut parents = vec![
-        TestCgroup::create(&hier.cpu.dir, &format!("tickets-{name}")),
-        TestCgroup::create(&mem_mount, &format!("tickets-{name}")),
-        TestCgroup::create(&blkio_mount, &format!("tickets-{name}")),
-    ];
-    if let Some(a) = hier.cpuacct.as_ref().filter(|a| a.dir != hier.cpu.dir) {
-        parents.push(TestCgroup::create(&a.dir, &format!("tickets-{name}")));
-    }
+    let Some(V1Parents {
+        cgroups: parents,
+        mounts,
+    }) = v1_parents("tickets-diskmem", &[Controller::Memory, Controller::Io])
+    else {
+        return;
+    };
+    let (mem_mount, blkio_mount) = (&mounts[0], &mounts[1]);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("data");
     std::fs::write(&file, vec![7u8; 4 << 20]).unwrap();

@@ -49,32 +49,15 @@ funding = [{{ from = "base", cpu = 100 }}]
 
 #[test]
 fn the_v1_arena_loop_limits_the_unprotected_job_and_the_protected_one_keeps_its_pages() {
-    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
-    use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: the cgroup backend needs root");
-        return;
-    }
-    let (Ok(hier), Ok(all)) = (CpuHierarchy::detect(), Hierarchies::detect()) else {
-        eprintln!("skipped: no cgroup hierarchies");
+    use tact_linux::actuate::cgroup_knobs::Controller;
+    let Some(V1Parents {
+        cgroups: parents,
+        mounts,
+    }) = v1_parents("tickets-arena", &[Controller::Memory])
+    else {
         return;
     };
-    let v1 = |c| all.get(c).is_ok_and(|m| m.version == CgroupVersion::V1);
-    if hier.version != CgroupVersion::V1
-        || !v1(Controller::Memory)
-        || cgroup_cpu::can_use(None, "tact-test-probe").is_err()
-    {
-        eprintln!("skipped: needs writable cgroup v1 cpu and memory hierarchies");
-        return;
-    }
-    let mem_mount = all.get(Controller::Memory).unwrap().mount.dir.clone();
-    let mut parents = vec![
-        TestCgroup::create(&hier.cpu.dir, "tickets-arena"),
-        TestCgroup::create(&mem_mount, "tickets-arena"),
-    ];
-    if let Some(a) = hier.cpuacct.as_ref().filter(|a| a.dir != hier.cpu.dir) {
-        parents.push(TestCgroup::create(&a.dir, "tickets-arena"));
-    }
+    let mem_mount = &mounts[0];
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let setup_file = dir.path().join("setup.toml");
     std::fs::write(&setup_file, setup(dir.path())).unwrap();

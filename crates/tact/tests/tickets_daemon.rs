@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{tact, wait_for};
+use common::{tact, tickets_at, tickets_ok, wait_for};
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -51,27 +51,7 @@ impl Daemon {
 
     /// Runs `tact tickets ARGS --socket S` (as `as_user`, a command prefix, if given).
     fn tickets_as(&self, as_user: &[&str], args: &[&str]) -> (i32, String, String) {
-        let mut cmd = match as_user.split_first() {
-            Some((program, rest)) => {
-                let mut c = Command::new(program);
-                c.args(rest).arg(env!("CARGO_BIN_EXE_tact"));
-                c
-            }
-            None => tact(),
-        };
-        let out = cmd
-            .arg("tickets")
-            .args(args)
-            .arg("--socket")
-            .arg(self.socket())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        tickets_at(&self.socket(), as_user, args)
     }
 
     fn tickets(&self, args: &[&str]) -> (i32, String, String) {
@@ -80,9 +60,7 @@ impl Daemon {
 
     /// Runs a command that must succeed; its stdout.
     fn ok(&self, args: &[&str]) -> String {
-        let (code, out, err) = self.tickets(args);
-        assert_eq!(code, 0, "tact tickets {args:?}: {err}");
-        out
+        tickets_ok(&self.socket(), args)
     }
 
     fn show(&self) -> Value {

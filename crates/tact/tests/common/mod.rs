@@ -161,3 +161,78 @@ impl Drop for TestCgroup {
         remove(&self.0);
     }
 }
+
+/// The same `tact-test-NAME-PID` cgroup in the v1 hierarchies `tact tickets run --cgroup-parent`
+/// uses: the cpu one first (the one to name), then one per controller of `controllers`, then the
+/// cpuacct mirror when cpuacct is mounted apart; with each controller's mount directory. `None`,
+/// the reason printed, unless this is root with writable v1 cpu and `controllers` hierarchies.
+pub struct V1Parents {
+    pub cgroups: Vec<TestCgroup>,
+    pub mounts: Vec<PathBuf>,
+}
+
+pub fn v1_parents(
+    name: &str,
+    controllers: &[tact_linux::actuate::cgroup_knobs::Controller],
+) -> Option<V1Parents> {
+    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
+    use tact_linux::actuate::cgroup_knobs::Hierarchies;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the cgroup backend needs root");
+        return None;
+    }
+    let (Ok(hier), Ok(all)) = (CpuHierarchy::detect(), Hierarchies::detect()) else {
+        eprintln!("skipped: no cgroup hierarchies");
+        return None;
+    };
+    let v1 = |c| all.get(c).is_ok_and(|m| m.version == CgroupVersion::V1);
+    if hier.version != CgroupVersion::V1
+        || !controllers.iter().all(|&c| v1(c))
+        || cgroup_cpu::can_use(None, "tact-test-probe").is_err()
+    {
+        eprintln!("skipped: needs writable cgroup v1 hierarchies for cpu and {controllers:?}");
+        return None;
+    }
+    let mounts: Vec<PathBuf> = (controllers.iter())
+        .map(|&c| all.get(c).unwrap().mount.dir.clone())
+        .collect();
+    let mut cgroups = vec![TestCgroup::create(&hier.cpu.dir, name)];
+    cgroups.extend(mounts.iter().map(|m| TestCgroup::create(m, name)));
+    if let Some(a) = hier.cpuacct.as_ref().filter(|a| a.dir != hier.cpu.dir) {
+        cgroups.push(TestCgroup::create(&a.dir, name));
+    }
+    Some(V1Parents { cgroups, mounts })
+}
+
+/// Runs `tact tickets ARGS --socket SOCKET`, as `as_user` (a command prefix such as
+/// `["setpriv", "--reuid=nobody", ...]`) when given; its exit status, stdout and stderr.
+pub fn tickets_at(socket: &Path, as_user: &[&str], args: &[&str]) -> (i32, String, String) {
+    let mut cmd = match as_user.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(env!("CARGO_BIN_EXE_tact"));
+            c
+        }
+        None => tact(),
+    };
+    let out = cmd
+        .arg("tickets")
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`tickets_at`] for a command that must succeed: its stdout.
+pub fn tickets_ok(socket: &Path, args: &[&str]) -> String {
+    let (code, out, err) = tickets_at(socket, &[], args);
+    assert_eq!(code, 0, "tact tickets {args:?}: {err}");
+    out
+}
