@@ -553,11 +553,11 @@ fn disk_and_memory_tickets_become_bfq_weights_and_soft_limits_and_are_removed() 
     let want_disk = ["1000", "250", "100"];
     let want_mem = ["67108864", "16777216"];
     wait_for(Duration::from_secs(60), "the knobs written", || {
-        (0..3).all(|j| knob(&blkio_mount, j, "blkio.bfq.weight") == want_disk[j])
-            && (0..2).all(|j| knob(&mem_mount, j, "memory.soft_limit_in_bytes") == want_mem[j])
+        (0..3).all(|j| knob(blkio_mount, j, "blkio.bfq.weight") == want_disk[j])
+            && (0..2).all(|j| knob(mem_mount, j, "memory.soft_limit_in_bytes") == want_mem[j])
     });
     // f's soft limit is the kernel's default (unlimited), untouched.
-    let unlimited: u64 = knob(&mem_mount, 2, "memory.soft_limit_in_bytes")
+    let unlimited: u64 = knob(mem_mount, 2, "memory.soft_limit_in_bytes")
         .parse()
         .unwrap();
     assert!(unlimited > 1 << 60, "{unlimited}");
