@@ -718,7 +718,11 @@ pub struct DaemonArgs {
     /// its clients into its own cgroups) [default: tact-tickets-PID].
     #[arg(long, value_name = "NAME", value_parser = cgroup_name)]
     pub tickets_cgroup: Option<String>,
-    /// Serve the tickets model without applying it (what an unprivileged daemon does anyway).
+    /// Serve the tickets model without applying it. By default a root daemon applies it with
+    /// cgroup knobs (--tickets-cgroup), and an unprivileged daemon applies the CPU rights of its
+    /// own user's attached processes with the share engine of `tact share` (SIGSTOP/SIGCONT duty
+    /// cycles, ALPS shares 1-20 ∝ rights, retuned every 100 ms; a watchdog resumes them if the
+    /// daemon dies); without root, disk and memory rights are not applied.
     #[arg(long)]
     pub no_tickets_enforce: bool,
 }

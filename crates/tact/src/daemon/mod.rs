@@ -12,8 +12,9 @@
 //! * [`duty`] measures each job's share of the last minute; [`metrics`] exports it all;
 //! * [`status`] is the `tact status` client command;
 //! * [`tickets`] holds the tickets model (spec tickets.md §6), persisted, served to clients;
-//!   [`tickets_knobs`] enforces it with cgroup knobs (root), [`tickets_setup`] reads the initial
-//!   model of `--tickets-setup`.
+//!   [`tickets_knobs`] enforces it with cgroup knobs (root), [`tickets_alps`] with the share
+//!   engine (SIGSTOP/SIGCONT, CPU only) for an unprivileged daemon, [`tickets_setup`] reads the
+//!   initial model of `--tickets-setup`.
 //!
 //! Threads rather than an async runtime: a daemon with a handful of clients, each of which
 //! mostly waits, reads best as straight-line code per connection around one mutex and condvar.
@@ -26,6 +27,7 @@ mod registry;
 mod socket;
 pub mod status;
 mod tickets;
+mod tickets_alps;
 mod tickets_knobs;
 mod tickets_setup;
 
@@ -118,6 +120,7 @@ pub fn run(args: &DaemonArgs) -> Result<i32> {
             })
             .context("cannot start the tickets thread")?;
     }
+    let engine = tickets_alps::start(shared.clone())?;
     let cleanup = bound.path.clone();
     let socket_id = socket::identity(&cleanup)?;
     let stopping = shared.clone();
@@ -127,6 +130,10 @@ pub fn run(args: &DaemonArgs) -> Result<i32> {
             let sig = signals.wait();
             socket::remove(&cleanup, socket_id);
             stopping.tickets().shutdown();
+            // Before exiting: the share engine resumes everyone it holds.
+            if let Some(engine) = &engine {
+                engine.wait();
+            }
             match sig {
                 Ok(sig) => eprintln!("tact daemon: stopping on {sig}"),
                 Err(e) => eprintln!("tact daemon: stopping ({e})"),

@@ -16,15 +16,19 @@
 //! * Enforcement: a root daemon applies the rights as cgroup knobs, one cgroup per attached
 //!   client ([`super::tickets_knobs`]), kept in line with the model after every request and on
 //!   a tick ([`Tickets::tick`], every [`TICK`]) that re-reads activity from `/proc`, so the
-//!   weights follow which clients compete. An unprivileged daemon serves the model without
-//!   applying it, and `show`/`explain` say so.
+//!   weights follow which clients compete. An unprivileged daemon applies the CPU rights of its
+//!   clients with the share engine ([`super::tickets_alps`], in its own thread, which reads the
+//!   model through [`Tickets::with_engine`]); the tick then keeps exits and activity current,
+//!   the activity of a client under the engine being the engine's view of it. With
+//!   `--no-tickets-enforce` the model is served without being applied, and `show`/`explain` say
+//!   so.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -46,6 +50,7 @@ use tact_proto::{ok_line, ErrorCode};
 
 use super::permission::{may_register, Refusal};
 use super::registry::Peer;
+use super::tickets_alps::{Engine, PATIENCE as ENGINE_PATIENCE};
 use super::tickets_knobs::Knobs;
 use crate::tickets::show::path_line;
 
@@ -53,12 +58,15 @@ use crate::tickets::show::path_line;
 const FORMAT: u32 = 1;
 
 /// How often the daemon re-reads its clients' activity to rewrite their weights when it
-/// enforces (spec §4: the flat layout polls at most every 100 ms).
+/// enforces (spec §4: the flat layout polls at most every 100 ms), and the share engine
+/// retunes.
 pub const TICK: Duration = Duration::from_millis(100);
 
 /// The daemon's tickets.
 pub struct Tickets {
     state: Mutex<State>,
+    /// Signalled whenever the share engine has looked at the model: a detach waits on it.
+    engine_looked: Condvar,
     path: PathBuf,
     procs: ProcReader,
 }
@@ -117,6 +125,7 @@ impl Tickets {
                 lock: None,
                 knobs,
             }),
+            engine_looked: Condvar::new(),
             path,
             procs: ProcReader::new(),
         };
@@ -127,7 +136,23 @@ impl Tickets {
 
     /// Whether the daemon may apply the model (and so needs its [`Tickets::tick`]).
     pub fn enforcing(&self) -> bool {
-        matches!(self.lock().knobs, Knobs::Cgroup(_))
+        !matches!(self.lock().knobs, Knobs::Off(_))
+    }
+
+    /// Runs `f` on the model, the attached processes' start times and the share engine's state,
+    /// under the tickets mutex (so briefly); `None` unless the share engine enforces the model.
+    pub fn with_engine<T>(
+        &self,
+        f: impl FnOnce(&TicketSystem, &BTreeMap<u32, u64>, &mut Engine) -> T,
+    ) -> Option<T> {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let done = match &mut state.knobs {
+            Knobs::Alps(engine) => Some(f(&state.system, &state.starts, engine)),
+            _ => None,
+        };
+        self.engine_looked.notify_all();
+        done
     }
 
     /// What `show` says of enforcement, for the daemon's start message.
@@ -150,7 +175,8 @@ impl Tickets {
         state.knobs.sync(&state.system, &state.starts);
     }
 
-    /// At the daemon's exit: every client back where it came from, the cgroups removed.
+    /// At the daemon's exit: every client back where it came from, the cgroups removed; the
+    /// share engine told to resume everyone (its thread does, see [`super::tickets_alps`]).
     pub fn shutdown(&self) {
         self.lock().knobs.teardown();
     }
@@ -170,6 +196,7 @@ impl Tickets {
         let caller = caller_of(&self.procs, peer)?;
         let op = request.op();
         let changes = request.changes();
+        let detach = matches!(request, TicketsRequest::Detach { .. });
         let mut state = self.lock();
         if changes {
             self.take(&mut state)?;
@@ -201,6 +228,20 @@ impl Tickets {
         } else if changes {
             let inner = &mut *state;
             inner.knobs.sync(&inner.system, &inner.starts);
+        }
+        // A detached process is the share engine's until its run ends: the reply waits for
+        // that, so that a process is running again when its detach returns.
+        let change = match &mut state.knobs {
+            Knobs::Alps(engine) if detach && result.is_ok() => Some(engine.changed()),
+            _ => None,
+        };
+        if let Some(change) = change {
+            let waited = self.engine_looked.wait_timeout_while(
+                state,
+                ENGINE_PATIENCE,
+                |s| matches!(&s.knobs, Knobs::Alps(e) if !e.caught_up(change)),
+            );
+            drop(waited);
         }
         result.map_err(|r| Refusal::new(r.code, format!("{op}: {}", r.message)))
     }
@@ -492,8 +533,11 @@ impl Tickets {
                 .backing
                 .iter()
                 .any(|t| model.ticket(*t).is_ok_and(|t| t.resource == Resource::Mem));
-            let competing =
-                PerResource([threads.contains(&'R'), holds_mem, threads.contains(&'D')]);
+            let cpu = state
+                .knobs
+                .cpu_activity(p.pid)
+                .unwrap_or_else(|| threads.contains(&'R'));
+            let competing = PerResource([cpu, holds_mem, threads.contains(&'D')]);
             let was = currency.competing;
             for r in Resource::ALL
                 .into_iter()

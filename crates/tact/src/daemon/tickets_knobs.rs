@@ -17,6 +17,10 @@
 //! idle daemon holds no cgroup; a detached or exited client's leaf is removed, its processes
 //! moved back where the client came from, and [`Knobs::teardown`] does that for all at exit.
 //! A failure to write is said once and leaves the model served: the daemon never stops over it.
+//!
+//! Without root, [`Knobs::Alps`] holds the state of the share engine that applies the CPU
+//! rights instead ([`super::tickets_alps`], which runs in a thread of its own): its shares are
+//! the clients' cpu knobs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,29 +33,29 @@ use tact_linux::actuate::cgroup_knobs::{
 };
 use tact_proto::tickets::Knob;
 
+use super::tickets_alps::Engine;
 use crate::tickets::{disk, rights};
 
 /// Whether and how the daemon applies the model.
 pub enum Knobs {
     /// Cgroup knobs per client (boxed: the daemon holds one `Knobs` for its life).
     Cgroup(Box<Enforcer>),
+    /// The share engine, for the CPU rights of the daemon's own user's clients (not root).
+    Alps(Engine),
     /// The model is served, not applied, for this reason.
     Off(String),
 }
 
 impl Knobs {
     /// Cgroups when the daemon may write them (root, a cpu controller), else why not; `name` is
-    /// the tree's directory. Nothing is created until a client is attached.
+    /// the tree's directory. Nothing is created until a client is attached. Without root, the
+    /// share engine (started by the daemon).
     pub fn detect(name: &str, root: bool, disabled: bool) -> Knobs {
         if disabled {
             return Knobs::Off("not enforced (--no-tickets-enforce)".into());
         }
         if !root {
-            return Knobs::Off(
-                "not enforced: the daemon is not root, and writing cgroup weights needs root \
-                 (tact tickets run --backend signals enforces CPU rights without it)"
-                    .into(),
-            );
+            return Knobs::Alps(Engine::new(nix::unistd::geteuid().as_raw()));
         }
         let hierarchies = match Hierarchies::detect() {
             Ok(h) => h,
@@ -79,6 +83,7 @@ impl Knobs {
     pub fn describe(&self) -> (bool, String) {
         match self {
             Knobs::Off(why) => (false, why.clone()),
+            Knobs::Alps(engine) => engine.describe(),
             Knobs::Cgroup(e) => match (&e.failure, &e.tree) {
                 (Some(why), _) => (false, format!("not enforced: {why}")),
                 (None, Some(t)) => (
@@ -101,6 +106,13 @@ impl Knobs {
 
     /// What was written for client `pid`, per resource.
     pub fn written(&self, pid: u32) -> BTreeMap<Resource, Knob> {
+        if let Knobs::Alps(engine) = self {
+            return engine
+                .written(pid)
+                .map(|k| (Resource::Cpu, k))
+                .into_iter()
+                .collect();
+        }
         let leaf = match self {
             Knobs::Cgroup(e) if e.failure.is_none() => {
                 e.tree.as_ref().and_then(|t| t.leaves.get(&pid))
@@ -116,7 +128,7 @@ impl Knobs {
     }
 
     /// Brings the knobs in line with `system` (see the module); `starts` tells a reused pid
-    /// apart.
+    /// apart. (The share engine follows the model by itself, every tick.)
     pub fn sync(&mut self, system: &TicketSystem, starts: &BTreeMap<u32, u64>) {
         if let Knobs::Cgroup(e) = self {
             if e.failure.is_none() {
@@ -129,10 +141,22 @@ impl Knobs {
         }
     }
 
-    /// Moves every client back where it came from and removes the tree.
+    /// Moves every client back where it came from and removes the tree; tells the share engine
+    /// to resume everyone and end.
     pub fn teardown(&mut self) {
-        if let Knobs::Cgroup(e) = self {
-            e.teardown();
+        match self {
+            Knobs::Cgroup(e) => e.teardown(),
+            Knobs::Alps(engine) => engine.stop(),
+            Knobs::Off(_) => {}
+        }
+    }
+
+    /// Whether client `pid` competes for the CPU as the share engine sees it, if the engine
+    /// governs it (the engine's stops are not the client's: `/proc` shows them as inactivity).
+    pub fn cpu_activity(&self, pid: u32) -> Option<bool> {
+        match self {
+            Knobs::Alps(engine) => engine.cpu_activity(pid),
+            _ => None,
         }
     }
 }

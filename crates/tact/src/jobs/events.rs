@@ -76,6 +76,17 @@ impl Events {
         Ok(Events { sfd })
     }
 
+    /// Reads no signal: for a thread of a process that takes its termination signals in
+    /// another thread (the daemon's), which must not have them taken from it.
+    pub fn without_signals() -> Result<Self> {
+        let sfd = SignalFd::with_flags(
+            &SigSet::empty(),
+            SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+        )
+        .context("cannot open a signalfd")?;
+        Ok(Events { sfd })
+    }
+
     /// Waits up to `timeout` for `fd` to become readable (the process behind a pidfd exited, a
     /// timerfd expired) or a signal to arrive.
     pub fn wait(&mut self, fd: BorrowedFd, timeout: Duration) -> Result<Event> {

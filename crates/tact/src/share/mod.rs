@@ -173,6 +173,13 @@ pub(crate) fn alps_config(
     Ok(cfg)
 }
 
+/// [`alps_config`] with `tact share`'s defaults (optimized ALPS with tact's refinements, the
+/// default quantum, the mode for `cpus` CPUs), for the engines `tact tickets` and the daemon run.
+pub(crate) fn default_alps_config(cpus: usize) -> Result<ShareConfig> {
+    let mode = Mode::default_for(cpus as u32);
+    alps_config(DEFAULT_QUANTUM, false, false, false, mode, cpus)
+}
+
 enum Chosen {
     Signals,
     Cgroup(CpuHierarchy),

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use nix::sys::signal::Signal;
-use tact_core::share::Mode;
 use tact_core::tickets::compile::{WeightRange, CPU_SHARES_V1, CPU_WEIGHT_V2};
 use tact_core::tickets::Resource;
 use tact_linux::actuate::affinity;
@@ -25,7 +24,7 @@ use crate::jobs::events::{Events, Received};
 use crate::share::group::{Job, MemberIds};
 use crate::share::safety::Safety;
 use crate::share::spec::{JobSpec, What};
-use crate::share::{alps, alps_config, describe, own_cpu, DEFAULT_QUANTUM};
+use crate::share::{alps, default_alps_config, describe, own_cpu, DEFAULT_QUANTUM};
 use crate::trace::JsonLines;
 
 /// How long ended jobs get between SIGTERM (or the interrupting signal) and SIGKILL.
@@ -130,30 +129,23 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
                 rights: &mut rights,
                 timed_out: false,
             };
-            let result = alps_config(
-                DEFAULT_QUANTUM,
-                false,
-                false,
-                false,
-                Mode::default_for(cpus.len() as u32),
-                cpus.len(),
-            )
-            .and_then(|cfg| {
-                alps::run(
-                    &mut jobs,
-                    cfg,
-                    &cpus,
-                    &mut safety,
-                    None,
-                    &mut events,
-                    Some(&mut signals),
-                )
-            })
-            .map(|out| match out.interrupted {
-                Some(r) => End::Interrupted(r),
-                None if signals.timed_out => End::Duration,
-                None => End::Exited,
-            });
+            let result = default_alps_config(cpus.len())
+                .and_then(|cfg| {
+                    alps::run(
+                        &mut jobs,
+                        cfg,
+                        &cpus,
+                        &mut safety,
+                        None,
+                        &mut events,
+                        Some(&mut signals),
+                    )
+                })
+                .map(|out| match out.interrupted {
+                    Some(r) => End::Interrupted(r),
+                    None if signals.timed_out => End::Duration,
+                    None => End::Exited,
+                });
             // Everything runs again before the jobs are ended (a stopped process would take
             // SIGTERM only once continued).
             for job in jobs.iter_mut() {

@@ -20,7 +20,7 @@ mod report;
 pub(crate) mod rights;
 pub(crate) mod setup;
 pub(crate) mod show;
-mod signals;
+pub(crate) mod signals;
 
 use std::path::Path;
 
