@@ -429,6 +429,18 @@ pub struct ResourceExplanation {
     /// What the daemon wrote for this resource, when it enforces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knob: Option<Knob>,
+    /// What it actually got lately (cpu and disk; absent until the daemon has two looks at
+    /// the clients, or when none used any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
+}
+
+/// A client's part of what every client of the daemon used of a resource (CPU time, I/O
+/// bytes) over the last `seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub share: f64,
+    pub seconds: f64,
 }
 
 /// One funding path from the base.

@@ -98,7 +98,7 @@ fn daemon_command(dir: &Path) -> Command {
     c
 }
 
-/// Sleeping processes to attach; killed when dropped.
+/// Processes to attach (sleeping, unless made otherwise); killed when dropped.
 struct Sleepers(Vec<Child>);
 
 impl Sleepers {
@@ -328,6 +328,44 @@ fn the_model_survives_a_restart() {
         .unwrap();
     let new: u64 = t.trim().trim_start_matches('t').parse().unwrap();
     assert!(new > max_before, "{new} after {max_before}");
+}
+
+/// `explain` shows what a client actually got next to its rights: its part of the CPU time all
+/// clients used lately. A spinner gets all of it, a sleeper none.
+#[test]
+fn explain_measures_what_clients_used() {
+    let d = Daemon::start();
+    // Killed when dropped, like the sleepers.
+    let spinner = Sleepers(vec![Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap()]);
+    let sleeper = Sleepers::new(1);
+    let spin = spinner.pid(0);
+    d.ok(&["attach", &spin]);
+    d.ok(&["attach", &sleeper.pid(0)]);
+    let measured = |pid: &str| -> Option<f64> {
+        let e: Value = serde_json::from_str(&d.ok(&["explain", pid, "--json"])).unwrap();
+        let cpu = e["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "cpu")
+            .unwrap()
+            .clone();
+        cpu.get("measured").map(|m| m["share"].as_f64().unwrap())
+    };
+    // Each request is a look at the clients; shares need two looks with CPU used in between.
+    let mut shares = (None, None);
+    wait_for(PATIENCE, "a measured share", || {
+        std::thread::sleep(Duration::from_millis(300));
+        shares = (measured(&spin), measured(&sleeper.pid(0)));
+        shares.0.is_some()
+    });
+    let (spun, slept) = (shares.0.unwrap(), shares.1.unwrap_or(0.0));
+    assert!(spun > 0.9 && slept < 0.1, "spinner {spun}, sleeper {slept}");
+    let text = d.ok(&["explain", &spin]);
+    assert!(text.contains("measured: "), "{text}");
 }
 
 /// `accept` takes the other side of a queued offer; `issue` and `revoke` are `fund` and `unfund`.

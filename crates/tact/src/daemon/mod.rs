@@ -30,6 +30,7 @@ mod tickets;
 mod tickets_alps;
 mod tickets_knobs;
 mod tickets_setup;
+mod tickets_usage;
 
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;

@@ -29,7 +29,7 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use nix::fcntl::{Flock, FlockArg};
@@ -52,6 +52,7 @@ use super::permission::{may_register, Refusal};
 use super::registry::Peer;
 use super::tickets_alps::{Engine, PATIENCE as ENGINE_PATIENCE};
 use super::tickets_knobs::Knobs;
+use super::tickets_usage::Usage;
 use crate::tickets::show::path_line;
 
 /// The state file's format; a file of another format is refused, not misread.
@@ -78,6 +79,8 @@ struct State {
     /// The lock on `<state file>.lock`, taken at the first change and held until exit.
     lock: Option<Flock<File>>,
     knobs: Knobs,
+    /// The clients' recent CPU time and I/O, for `explain`'s measured shares.
+    usage: Usage,
 }
 
 /// The state file.
@@ -124,6 +127,7 @@ impl Tickets {
                 starts,
                 lock: None,
                 knobs,
+                usage: Usage::default(),
             }),
             engine_looked: Condvar::new(),
             path,
@@ -427,6 +431,7 @@ impl Tickets {
                 Ok(ok_line(&explain(
                     &state.system,
                     &state.knobs,
+                    &state.usage,
                     process.pid,
                     process.currency,
                 )))
@@ -521,6 +526,10 @@ impl Tickets {
                     }
                 }
             }
+            if let (Ok(cpu_ns), Ok(io)) = (self.procs.cpu_ns(pid), self.procs.io(pid)) {
+                let io_bytes = io.read_bytes + io.write_bytes;
+                state.usage.record(p.pid, Instant::now(), cpu_ns, io_bytes);
+            }
             let threads = self
                 .procs
                 .thread_states(pid)
@@ -549,6 +558,8 @@ impl Tickets {
                 }
             }
         }
+        let starts = &state.starts;
+        state.usage.retain(|pid| starts.contains_key(&pid));
         match state.system.expire_offers(&root, now) {
             Ok(done) => structural |= !done.value.is_empty(),
             Err(e) => tracing::warn!("cannot expire offers: {e}"),
@@ -971,7 +982,13 @@ fn show(system: &TicketSystem, knobs: &Knobs, only: Option<CurrencyId>) -> Show 
     }
 }
 
-fn explain(system: &TicketSystem, knobs: &Knobs, pid: u32, client: CurrencyId) -> Explain {
+fn explain(
+    system: &TicketSystem,
+    knobs: &Knobs,
+    usage: &Usage,
+    pid: u32,
+    client: CurrencyId,
+) -> Explain {
     let model = system.model();
     let mut written = knobs.written(pid);
     let hop = |h: &Hop| HopView {
@@ -1003,6 +1020,7 @@ fn explain(system: &TicketSystem, knobs: &Knobs, pid: u32, client: CurrencyId) -
                 })
                 .collect(),
             knob: written.remove(&e.resource),
+            measured: usage.share(pid, e.resource),
         })
         .collect();
     let (enforced, enforcement) = knobs.describe();

@@ -652,6 +652,14 @@ fn explain_text(e: &Explain) -> String {
         if let Some(k) = &r.knob {
             out.push_str(&format!("  enforced as {} = {}\n", k.file, k.value));
         }
+        if let Some(m) = &r.measured {
+            out.push_str(&format!(
+                "  measured: {:.1}% of what the clients used of {} over the last {:.1} s\n",
+                100.0 * m.share,
+                r.resource,
+                m.seconds
+            ));
+        }
         for (i, p) in r.paths.iter().enumerate() {
             out.push_str(&format!(
                 "  path {}: {}  = {:.3}\n",
