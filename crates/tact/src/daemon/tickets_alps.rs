@@ -41,7 +41,7 @@ use crate::share::group::Job;
 use crate::share::safety::Safety;
 use crate::share::spec::{JobSpec, What};
 use crate::tickets::rights;
-use crate::tickets::signals::ALPS_SHARES;
+use crate::tickets::signals::{self, ALPS_SHARES};
 
 /// The `file` of a client's cpu [`Knob`] under the share engine: its value is the ALPS share.
 pub const KNOB: &str = "alps share";
@@ -394,10 +394,7 @@ impl Retune for Follow<'_> {
     }
 
     fn retune(&mut self, alps: &Alps, jobs: &[Job]) -> Result<Option<Vec<(EntityId, u64)>>> {
-        let active: Vec<bool> = jobs
-            .iter()
-            .map(|j| !j.gone && alps.entity(j.id).is_some_and(|e| !e.blocked))
-            .collect();
+        let active = signals::competing(alps, jobs);
         let (wanted, adopted) = (self.wanted, self.adopted);
         let shares = self.tickets.with_engine(|system, starts, engine| {
             follow(system, starts, engine, wanted, adopted, Some(&active))
@@ -405,12 +402,7 @@ impl Retune for Follow<'_> {
         let Some(shares) = shares.flatten() else {
             return Ok(None);
         };
-        let changed = jobs
-            .iter()
-            .zip(shares.iter().zip(&self.shares))
-            .filter(|(j, (new, old))| new != old && !j.gone)
-            .map(|(j, (new, _))| (j.id, *new))
-            .collect();
+        let changed = signals::changed_shares(jobs, &shares, &self.shares);
         self.shares = shares;
         Ok(Some(changed))
     }

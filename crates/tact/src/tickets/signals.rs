@@ -49,20 +49,29 @@ impl Retune for Signals<'_, '_> {
             self.timed_out = true;
             return Ok(None);
         }
-        let active: Vec<bool> = jobs
-            .iter()
-            .map(|j| !j.gone && alps.entity(j.id).is_some_and(|e| !e.blocked))
-            .collect();
-        self.rights.set_active(Resource::Cpu, &active)?;
+        self.rights
+            .set_active(Resource::Cpu, &competing(alps, jobs))?;
         let shares = self.rights.weights(Resource::Cpu, ALPS_SHARES);
-        let changed = jobs
-            .iter()
-            .zip(shares.iter().zip(&self.shares))
-            .filter(|(j, (new, old))| new != old && !j.gone)
-            .map(|(j, (new, _))| (j.id, *new))
-            .collect();
+        let changed = changed_shares(jobs, &shares, &self.shares);
         self.rights.interval(jobs, Held::cpu_only(shares.clone()))?;
         self.shares = shares;
         Ok(Some(changed))
     }
+}
+
+/// Whether each job competes for the CPU: the engine last found one of its processes runnable
+/// (see the module: tact's own stops do not count).
+pub fn competing(alps: &Alps, jobs: &[Job]) -> Vec<bool> {
+    jobs.iter()
+        .map(|j| !j.gone && alps.entity(j.id).is_some_and(|e| !e.blocked))
+        .collect()
+}
+
+/// The engine's share changes for the jobs still there: `new` where it differs from `old`.
+pub fn changed_shares(jobs: &[Job], new: &[u64], old: &[u64]) -> Vec<(EntityId, u64)> {
+    jobs.iter()
+        .zip(new.iter().zip(old))
+        .filter(|(j, (new, old))| new != old && !j.gone)
+        .map(|(j, (new, _))| (j.id, *new))
+        .collect()
 }
