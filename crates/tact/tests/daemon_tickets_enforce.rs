@@ -9,10 +9,10 @@ mod common;
 use std::fs;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::{tact, tickets_ok, wait_for};
+use common::{tickets_daemon, tickets_ok, wait_for};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
@@ -100,17 +100,8 @@ impl Drop for Daemon {
 }
 
 fn daemon(dir: &Path, extra: &[&str]) -> Command {
-    let mut c = tact();
-    c.env("TACT_RUNTIME_DIR", dir)
-        .arg("daemon")
-        .arg("--socket")
-        .arg(dir.join("s"))
-        .arg("--tickets-state")
-        .arg(dir.join("tickets.json"))
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(dir.join("stderr")).unwrap());
+    let mut c = tickets_daemon(dir, extra);
+    c.stderr(fs::File::create(dir.join("stderr")).unwrap());
     c
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{tact, tickets_at, tickets_ok, wait_for};
+use common::{tickets_at, tickets_daemon, tickets_ok, wait_for};
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -83,18 +83,9 @@ impl Drop for Daemon {
 }
 
 fn daemon_command(dir: &Path) -> Command {
-    let mut c = tact();
-    c.env("TACT_RUNTIME_DIR", dir)
-        .arg("daemon")
-        .arg("--socket")
-        .arg(dir.join("s"))
-        .arg("--tickets-state")
-        .arg(dir.join("tickets.json"))
-        // These tests are about the model; daemon_tickets_enforce.rs tests its cgroups.
-        .arg("--no-tickets-enforce")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    // These tests are about the model; daemon_tickets_enforce.rs tests its cgroups.
+    let mut c = tickets_daemon(dir, &["--no-tickets-enforce"]);
+    c.stderr(Stdio::piped());
     c
 }
 

@@ -236,3 +236,19 @@ pub fn tickets_ok(socket: &Path, args: &[&str]) -> String {
     assert_eq!(code, 0, "tact tickets {args:?}: {err}");
     out
 }
+
+/// `tact daemon` with its socket (`DIR/s`), tickets state (`DIR/tickets.json`) and runtime
+/// directory in `dir`, and `extra` arguments; stdin and stdout closed, stderr left to the caller.
+pub fn tickets_daemon(dir: &Path, extra: &[&str]) -> Command {
+    let mut c = tact();
+    c.env("TACT_RUNTIME_DIR", dir)
+        .arg("daemon")
+        .arg("--socket")
+        .arg(dir.join("s"))
+        .arg("--tickets-state")
+        .arg(dir.join("tickets.json"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    c
+}
