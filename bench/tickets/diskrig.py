@@ -227,6 +227,24 @@ def join_cgroups(procs_files):
     return setup
 
 
+def stop_tact(tact, err, jlog, res):
+    """Ends a `tact tickets run` (SIGTERM, SIGKILL after TACT_GRACE_S) and records in `res` its
+    exit, the end of its stderr (`err`, a file it wrote, closed here) and its JSON log's summary."""
+    if tact.poll() is None:
+        tact.send_signal(signal.SIGTERM)
+    try:
+        tact.wait(timeout=TACT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        tact.kill()
+        tact.wait()
+        res.setdefault("notes", []).append(f"tact did not exit within {TACT_GRACE_S:g} s of SIGTERM: killed")
+    err.seek(0)
+    res["tact_stderr"] = err.read().decode(errors="replace")[-3000:]
+    err.close()
+    res["tact_exit"] = tact.returncode
+    res["tact_summary"] = tact_summary(jlog)
+
+
 def tact_summary(path):
     try:
         with open(path) as f:
@@ -330,19 +348,7 @@ class Run:
     def teardown(self):
         res, tact = self.res, self.tact
         if tact is not None:
-            if tact.poll() is None:
-                tact.send_signal(signal.SIGTERM)
-            try:
-                tact.wait(timeout=TACT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                tact.kill()
-                tact.wait()
-                res["notes"].append("tact did not exit within 8 s of SIGTERM: killed")
-            self.err.seek(0)
-            res["tact_stderr"] = self.err.read().decode(errors="replace")[-3000:]
-            self.err.close()
-            res["tact_exit"] = tact.returncode
-            res["tact_summary"] = tact_summary(self.jlog)
+            stop_tact(tact, self.err, self.jlog, res)
         for p in self.procs:
             if p.poll() is None:
                 p.kill()

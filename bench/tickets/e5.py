@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,7 @@ sys.path[:0] = [HERE, BENCH, os.path.join(BENCH, "idle")]
 from common.cgroups import remove_stale, remove_tree  # noqa: E402
 from common.lifecycle import DEFAULT_LOCK, Cleanup, log, take_lock  # noqa: E402
 from common.procs import kill_leftovers, parse_mounts  # noqa: E402
-from diskrig import RunCgroups, join_cgroups, tact_summary  # noqa: E402
+from diskrig import RunCgroups, join_cgroups, stop_tact  # noqa: E402
 from workload import CGROUP_PREFIX, Slots, set_child_subreaper  # noqa: E402
 
 PAGE = 4096
@@ -59,7 +58,6 @@ FLAT = ["flat-lru", "flat-equal"]
 SERVERS = ["small", "big"]
 HOGS = ["H1", "H2", "H3", "H4"]
 JOBS = SERVERS + HOGS
-TACT_GRACE_S = 8.0
 PERIOD_S = 0.5
 PRESETS = {"quick": dict(grid=[(700, 400)], warmup=15.0, window=12.0),
            "default": dict(grid=[(100, 400), (400, 400), (700, 400), (700, 200), (700, 600)],
@@ -303,18 +301,7 @@ class Session:
             res["error"] = str(e)
         finally:
             if tact is not None:
-                if tact.poll() is None:
-                    tact.send_signal(signal.SIGTERM)
-                try:
-                    tact.wait(timeout=TACT_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    tact.kill()
-                    tact.wait()
-                err.seek(0)
-                res["tact_stderr"] = err.read().decode(errors="replace")[-3000:]
-                err.close()
-                res["tact_exit"] = tact.returncode
-                res["tact_summary"] = tact_summary(jlog)
+                stop_tact(tact, err, jlog, res)
             for p in procs:
                 p.kill()
                 p.wait()
