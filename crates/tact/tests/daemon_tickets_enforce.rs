@@ -324,13 +324,11 @@ fn the_initial_setup_is_applied_refused_or_set_aside_for_a_saved_state() {
     let setup_arg = setup.to_str().unwrap();
     let d = Daemon::start(&["--no-tickets-enforce", "--tickets-setup", setup_arg]);
     let show = d.json(&["show"]);
-    let names: Vec<&str> = show["currencies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"A") && names.contains(&"B"), "{names:?}");
+    let names = currency_names(&show);
+    assert!(
+        names.contains(&"A".into()) && names.contains(&"B".into()),
+        "{names:?}"
+    );
     assert_eq!(show["enforced"], false);
     assert!(
         show["enforcement"]
@@ -360,13 +358,11 @@ fn the_initial_setup_is_applied_refused_or_set_aside_for_a_saved_state() {
         ],
     );
     let show = d.json(&["show"]);
-    let names: Vec<&str> = show["currencies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert!(names.contains(&"C") && !names.contains(&"Z"), "{names:?}");
+    let names = currency_names(&show);
+    assert!(
+        names.contains(&"C".into()) && !names.contains(&"Z".into()),
+        "{names:?}"
+    );
     assert!(
         d.stderr().contains("persisted state wins"),
         "{}",
@@ -395,4 +391,11 @@ fn the_initial_setup_is_applied_refused_or_set_aside_for_a_saved_state() {
         assert!(err.contains("bad.toml") && err.contains(names), "{err}");
         assert!(!bad.path().join("s").exists(), "no socket was bound");
     }
+}
+
+/// The names of the currencies in a `show --json` reply.
+fn currency_names(show: &Value) -> Vec<String> {
+    (show["currencies"].as_array().unwrap().iter())
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
 }
