@@ -597,21 +597,30 @@ def _start_tact(env, run, mode, cpus, group, slot0, quantum_ms, io, g):
 # --------------------------------------------------------------------------
 # what tact share prints at the end (on stderr)
 
-FOOTER_RE = re.compile(r"(\d+) cycles, (\d+) quanta \((\d+) missed\), ([\d.]+) reads and ([\d.]+) signals per quantum")
+# tact's closing line; the parts between "missed)" and "reads" come and go with the features in use
+# ("N checks between ticks", "N idle quanta slept through"), so they are matched one by one.
+FOOTER_RE = re.compile(r"(\d+) cycles, (\d+) quanta \((\d+) missed\)((?:, \d+ [a-z ]+?)*), ([\d.]+) reads and "
+                       r"([\d.]+) signals per quantum")
+FOOTER_EXTRA = {"checks between ticks": "checks_between_ticks", "idle quanta slept through": "idle_quanta"}
 OWN_RE = re.compile(r"own CPU ([\d.]+) s over ([\d.]+) s")
 
 
 def tact_footer(text):
-    """{cycles, quanta, overruns, reads_per_quantum, signals_per_quantum, own_cpu_s, wall_s} from
-    the lines `tact: N cycles, M quanta (K missed), R reads and S signals per quantum` and `tact: own
-    CPU X s over Y s` (signals backend), as far as present."""
+    """{cycles, quanta, overruns, checks_between_ticks, idle_quanta, reads_per_quantum,
+    signals_per_quantum, own_cpu_s, wall_s} from the lines `tact: N cycles, M quanta (K missed), [C
+    checks between ticks, I idle quanta slept through,] R reads and S signals per quantum` and `tact:
+    own CPU X s over Y s` (signals backend), as far as present."""
     out = {}
     m = None
     for m in FOOTER_RE.finditer(text or ""):
         pass
     if m:
         out.update(cycles=int(m.group(1)), quanta=int(m.group(2)), overruns=int(m.group(3)),
-                   reads_per_quantum=float(m.group(4)), signals_per_quantum=float(m.group(5)))
+                   reads_per_quantum=float(m.group(5)), signals_per_quantum=float(m.group(6)))
+        for part in m.group(4).split(", "):
+            count, _, what = part.partition(" ")
+            if what in FOOTER_EXTRA:
+                out[FOOTER_EXTRA[what]] = int(count)
     m = None
     for m in OWN_RE.finditer(text or ""):
         pass
