@@ -55,7 +55,7 @@ bench-library: $(PY)
 # bench/share (see bench/share/README.md): the ALPS paper's experiments for `tact share` (27 share
 # workloads, the I/O test, three instances, scalability) side by side with the kernel alone, nice,
 # cpulimit and cgroup cpu.shares. Needs root (cgroups) and cpulimit (apt-get install -y cpulimit).
-# About 35 minutes on an idle 2-core machine with every mode; `make bench-share BENCH_SHARE=--quick`
+# About 55 minutes on an idle 2-core machine with every mode; `make bench-share BENCH_SHARE=--quick`
 # is a 2-minute smoke run,
 # BENCH_SHARE=--full the paper's 200-cycle protocol (days). Waits for $(BENCH_LOCK) like bench-library.
 BENCH_SHARE ?=

@@ -81,12 +81,14 @@ PRESETS = {
         multi_q=20, multi_modes=["cgroup", "tact-opt", "tact-cgroup"],
         scal_q=[10], scal_n=[5, 20], scal_pins=["pinned"], scal_modes=["cpulimit", "tact-opt"],
         scal_cycles=4, scal_cap=2.0, scal_hard=6.0, scal_stop_after=0),
-    # the default `make bench-share`: under ~45 minutes on a 2-core machine with all 8 modes
+    # the default `make bench-share`: about 55 minutes on a 2-core machine with all 8 modes. A run
+    # measures up to 32 cycles or 5 s: at Q = 10 ms a 5-process cycle lasts 0.25 s, and 6 cycles (the
+    # old window) left every mode's per-cycle RMS at the mercy of one or two spiky cycles
     "default": dict(
         main_pinned=[(d, n, q) for d in DISTS for n in (5, 10) for q in (10, 20, 40)]
         + [(d, 20, 10) for d in DISTS],
         main_unpinned=[(d, 5, q) for d in DISTS for q in (10, 20, 40)] + [(d, 20, 10) for d in DISTS],
-        reps=2, unpinned_reps=1, cycles=6, cap=3.0, min_cycles=1, hard=30.0, paper_drop=False,
+        reps=2, unpinned_reps=2, cycles=32, cap=5.0, min_cycles=1, hard=30.0, paper_drop=False,
         io_seconds=6.0, io_pins=["pinned"], multi_phases=(8.0, 8.0, 16.0), multi_pins=["pinned"],
         multi_q=20, multi_modes=["cgroup", "tact-opt", "tact-cgroup"],
         scal_q=[10, 20, 40], scal_n=[5, 10, 20, 40, 80], scal_pins=["pinned"],
@@ -1316,6 +1318,10 @@ def self_test():
                     "and 0.120 signals per quantum\ntact: own CPU 0.050 s over 10.0 s: 0.50% of one CPU\n")
     assert f == {"cycles": 40, "quanta": 1000, "overruns": 3, "reads_per_quantum": 2.5,
                  "signals_per_quantum": 0.12, "own_cpu_s": 0.05, "wall_s": 10.0}, f
+    f = tact_footer("tact: 183 cycles, 203 quanta (0 missed), 1 checks between ticks, 9 idle quanta slept through, "
+                    "1.44 reads and 0.010 signals per quantum\n")
+    assert f == {"cycles": 183, "quanta": 203, "overruns": 0, "checks_between_ticks": 1, "idle_quanta": 9,
+                 "reads_per_quantum": 1.44, "signals_per_quantum": 0.01}, f
     assert detect_cpuacct_v1("cgroup /sys/fs/cgroup/cpuacct cgroup rw,cpuacct 0 0\n") == "/sys/fs/cgroup/cpuacct"
     assert detect_cpuacct_v1("cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n") is None
     # the two CPU-time sources agree on a live process (this one)
