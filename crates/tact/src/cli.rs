@@ -206,22 +206,35 @@ const SHARE_EXAMPLES: &str = "\
 Examples:
   tact share --job 1='make -j2' --job 3='./simulate'        make gets 1/4 of the CPU the two use
   tact share --job 2=./encode --pid 1=4242                 adopt a running process (and its children)
+  sudo tact share --user 1=alice --user 3=bob              every process of alice against every one
+                                                           of bob's, until interrupted (Ctrl-C)
+  sudo tact share --user 1=www-data --job 3=./batch        the web server's processes get 1/4
+                                                           while ./batch runs
   taskset -c 1 tact share --quantum 10ms --job 1=a --job 3=b   divide one CPU, as the paper did
   tact share --backend cgroup --job 1=a --job 4=b          let the kernel enforce it (needs root
                                                            or a delegated cgroup)
 
-A job's share covers its whole process tree. tact divides the CPU the jobs get together; it does
-not change how much that is. With the `signals` backend it stops (SIGSTOP) the jobs that are ahead
-of their share and resumes (SIGCONT) them when a cycle of S x QUANTUM of the group's CPU time has
-been used, S being the sum of the shares. Nothing is left stopped when tact exits, however it
-exits. At the end tact prints each job's target and achieved share and its own CPU overhead.
+A job's share covers its whole process tree. A --user principal covers every process whose real
+uid is USER (a name or a number), found again every second: processes the user starts later join
+(stopped at once if the principal is), those that exit leave. tact itself, its watchdog, its
+ancestors (your shell) and the commands it started are never members. Only root may name another
+user. A user with no processes yet is waited for. tact runs until every --job and --pid has
+ended; with only --user principals, until it is interrupted.
+
+tact divides the CPU the jobs get together; it does not change how much that is. With the
+`signals` backend it stops (SIGSTOP) the jobs that are ahead of their share and resumes (SIGCONT)
+them when a cycle of S x QUANTUM of the group's CPU time has been used, S being the sum of the
+shares. Nothing is left stopped when tact exits, however it exits. At the end tact prints each
+job's target and achieved share and its own CPU overhead.
 
 Backends:
   signals   ALPS at user level: unprivileged, exact ratios of consumed CPU (the paper's method)
   cgroup    cpu.shares (cgroup v1) or cpu.weight (v2) in a cgroup tact creates and removes:
             no overhead, work conserving, but weights only act under contention
   auto      cgroup when tact may create cgroups, else signals (the default; tact says which);
-            signals whenever --quantum, --basic, --no-io or --mode is given
+            signals whenever --quantum, --basic, --no-io, --mode or --user is given
+            (--user needs signals: moving a user's processes into tact's cgroup would take
+            them out of their own sessions' and services' cgroups)
 
 Modes (signals backend) when the jobs may use several CPUs:
   strict      the paper's rule: consumed CPU in the exact ratio of the shares; CPUs may idle
@@ -242,6 +255,10 @@ pub struct ShareArgs {
     /// A running process (with its children) to adopt with this many shares. Repeat for several.
     #[arg(long = "pid", value_name = "SHARES=PID", allow_hyphen_values = true)]
     pub pids: Vec<String>,
+    /// Every process of USER (a name or a numeric uid) as one principal with this many shares,
+    /// rescanned every second (signals backend only). Repeat for several.
+    #[arg(long = "user", value_name = "SHARES=USER", allow_hyphen_values = true)]
+    pub users: Vec<String>,
     /// Timer period: how often tact looks at the jobs' CPU time. A cycle is the sum of the
     /// shares times this much CPU time; shorter is more even, at more overhead [default: 20ms].
     #[arg(long, value_name = "DUR", value_parser = positive_duration)]

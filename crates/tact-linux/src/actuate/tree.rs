@@ -33,6 +33,10 @@ struct Member {
 /// Descendants are found through their parents, so a child whose parent exits before tact sees
 /// it (a daemonizing double fork between two refreshes) escapes the tree; members already known
 /// stay members after reparenting. Dropping a `JobTree` resumes what it stopped.
+///
+/// A user's set ([`JobTree::of_user`], spec proportional-share §2 `uid:U`) is held, signalled,
+/// recorded and watched the same way, but grows only by [`JobTree::add`]: which processes of the
+/// user belong to it is the caller's policy.
 #[derive(Debug)]
 pub struct JobTree {
     reader: ProcReader,
@@ -40,6 +44,8 @@ pub struct JobTree {
     /// In discovery order, so parents come before their children.
     members: Vec<Member>,
     pids: HashSet<i32>,
+    /// The uid of a user's set; `None` for a process tree.
+    user: Option<u32>,
 }
 
 impl JobTree {
@@ -98,12 +104,79 @@ impl JobTree {
                 ours: false,
             }],
             pids: HashSet::from([pid]),
+            user: None,
         };
         tree.refresh()?;
         Ok(tree)
     }
 
-    /// The root process of the job.
+    /// An empty set of processes of user `uid`, filled by [`JobTree::add`]. It has no root
+    /// process: its [`JobTree::root`] is pid 0 with the uid in place of the start time, which no
+    /// process tree has, so that its state file is named apart from every tree's.
+    pub fn of_user(uid: u32) -> JobTree {
+        JobTree {
+            reader: ProcReader::new(),
+            root: ProcId {
+                pid: 0,
+                start_time: u64::from(uid),
+            },
+            members: Vec::new(),
+            pids: HashSet::new(),
+            user: Some(uid),
+        }
+    }
+
+    /// Adds `pid` to a user's set if it is a live process of that user (real uid), not PID 1 or
+    /// a kernel thread; whether it was added (not when already a member or gone). Refuses, unless
+    /// we are root, a user other than our own (spec 5.2), and a process tree, which grows by
+    /// itself in [`JobTree::refresh`].
+    pub fn add(&mut self, pid: i32) -> Result<bool> {
+        let refuse = |reason: &str| Error::Refused {
+            pid,
+            reason: reason.to_string(),
+        };
+        let Some(uid) = self.user else {
+            return Err(refuse(
+                "a process tree takes its members from its root's descendants",
+            ));
+        };
+        // SAFETY: getuid/geteuid cannot fail.
+        let (me, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+        if !may_regulate(me, euid, uid) {
+            return Err(refuse("it belongs to another user"));
+        }
+        if pid == 1 || self.pids.contains(&pid) {
+            return Ok(false);
+        }
+        let fd = match PidFd::open(pid) {
+            Ok(fd) => fd,
+            Err(Error::NoProcess { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        // Read after opening the pidfd, as in `refresh`.
+        let stat = match self.reader.stat(pid) {
+            Ok(stat) => stat,
+            Err(Error::NoProcess { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if stat.is_dead() || stat.is_kernel_thread() {
+            return Ok(false);
+        }
+        match self.reader.uid(pid) {
+            Ok(u) if u == uid => {}
+            Ok(_) | Err(Error::NoProcess { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.members.push(Member {
+            id: stat.id(),
+            fd,
+            ours: false,
+        });
+        self.pids.insert(pid);
+        Ok(true)
+    }
+
+    /// The root process of the job (for a user's set, see [`JobTree::of_user`]).
     pub fn root(&self) -> ProcId {
         self.root
     }
@@ -113,13 +186,21 @@ impl JobTree {
         self.members.iter().map(|m| m.id).collect()
     }
 
-    /// Whether the root process is still running (not exited, not a zombie).
+    /// Whether the root process (of a user's set: any member) is still running (not exited,
+    /// not a zombie).
     pub fn is_alive(&self) -> bool {
-        matches!(self.reader.stat(self.root.pid),
-                 Ok(s) if s.start_time == self.root.start_time && !s.is_dead())
+        let alive = |id: &ProcId| {
+            matches!(self.reader.stat(id.pid),
+                     Ok(s) if s.start_time == id.start_time && !s.is_dead())
+        };
+        match self.user {
+            Some(_) => self.members.iter().any(|m| alive(&m.id)),
+            None => alive(&self.root),
+        }
     }
 
-    /// Drops members that exited and adds descendants created since the last call.
+    /// Drops members that exited and adds descendants created since the last call (a user's set
+    /// only drops).
     pub fn refresh(&mut self) -> Result<()> {
         let mut dead = HashSet::new();
         for m in &self.members {
@@ -133,6 +214,9 @@ impl JobTree {
         }
         self.members.retain(|m| !dead.contains(&m.id.pid));
         self.pids.retain(|pid| !dead.contains(pid));
+        if self.user.is_some() {
+            return Ok(());
+        }
 
         let known: Vec<i32> = self.members.iter().map(|m| m.id.pid).collect();
         for pid in self.reader.descendants_of(&known)? {

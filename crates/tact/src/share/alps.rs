@@ -3,9 +3,9 @@
 //! (and, in conserving mode, the affinity changes) it decides. Between ticks a one-shot timerfd
 //! wakes it for the checks the engine asks for (quantization-aware accounting). Ticks at which
 //! the engine has nothing to do are slept through (`Alps::idle_quanta`, `Ticker::skip`): with lazy
-//! reads, often most of them. Membership is rescanned every second; newcomers are handed to
-//! [`Safety`] before they can be stopped. A [`Retune`] (`tact tickets`) may change the shares
-//! while it runs.
+//! reads, often most of them. Membership is rescanned every second (a user principal's too: the
+//! user's new processes join); newcomers are handed to [`Safety`] before they can be stopped. A
+//! [`Retune`] (`tact tickets`) may change the shares while it runs.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -17,7 +17,7 @@ use tact_linux::actuate::affinity::{self, SavedAffinity};
 use tact_linux::timer::{Alarm, Ticker};
 use tact_linux::ProcId;
 
-use super::group::{Job, MemberIds};
+use super::group::{self, Job, MemberIds};
 use super::report::CycleLog;
 use super::safety::Safety;
 use crate::jobs::events::{Event, Events, Received};
@@ -93,6 +93,11 @@ impl Edge<'_, '_> {
         for job in jobs.iter_mut() {
             if let Some(ev) = job.arrive(&mut ids)? {
                 pending.push(ev);
+            } else if job.is_user() {
+                eprintln!(
+                    "tact: {} has no processes yet: it joins when one starts",
+                    job.spec.label()
+                );
             }
             self.safety.protect(job)?;
         }
@@ -111,7 +116,7 @@ impl Edge<'_, '_> {
         let (mut last_scan, mut last_renew) = (Instant::now(), Instant::now());
         let mut last_retune = Instant::now();
         loop {
-            if jobs.iter().all(|j| j.gone) {
+            if group::all_ended(jobs) {
                 return Ok(None);
             }
             let fd = if armed { alarm.as_fd() } else { ticker.as_fd() };
@@ -151,7 +156,8 @@ impl Edge<'_, '_> {
             }
             if last_scan.elapsed() >= RESCAN {
                 last_scan = Instant::now();
-                for job in jobs.iter_mut().filter(|j| !j.gone) {
+                // A departed user principal is looked for too: its user may have started a process.
+                for job in jobs.iter_mut().filter(|j| !j.gone || j.is_user()) {
                     if job.rescan_events(&mut ids, &mut pending)? {
                         self.safety.protect(job)?;
                         // A newcomer inherits its parent's mask, which may be the old one.

@@ -1,8 +1,8 @@
 //! The jobs of a `tact share` group as the edge sees them: each a process tree (started with
-//! `sh -c` or adopted), the CPU clock and stat file of each member kept open, and the CPU time
-//! each has used since tact took charge of it.
+//! `sh -c` or adopted) or every process of a user, the CPU clock and stat file of each member
+//! kept open, and the CPU time each has used since tact took charge of it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::ErrorKind;
 use std::process::{Child, ExitStatus};
 
@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 use tact_core::share::{EntityId, Event, MemberId, Reading};
 use tact_linux::gate::{held_shell, Gate};
 use tact_linux::probe::cpu::{Activity, ProcWatch};
-use tact_linux::{Error as LinuxError, JobTree, ProcId};
+use tact_linux::probe::members::MemberScan;
+use tact_linux::{Error as LinuxError, JobTree, ProcId, ProcReader};
 
 use super::spec::{JobSpec, What};
 use crate::jobs::events::unblock_signals_in_child;
@@ -50,11 +51,42 @@ pub struct Job {
     /// after tact took charge. Then all of a job's CPU since tact took charge is counted, and
     /// tact's cycles start where an observer counting from the commands' start puts them.
     from_birth: bool,
-    /// Departed from the engine: no member left.
+    /// How a user principal finds its members; `None` for a process tree.
+    user: Option<UserScan>,
+    /// Departed from the engine: no member left (a user principal arrives again when its user
+    /// starts a process).
     pub gone: bool,
     /// The weight the engine last ran it on: its share, or its feasible share φ in conserving
     /// mode.
     pub weight: Option<f64>,
+}
+
+/// How a user principal finds its members: every process of the uid that [`MemberScan`] lists
+/// (never tact, its ancestors, PID 1, kernel threads or zombies), except tact's descendants: its
+/// watchdog, which must never stop, and the commands it started, which are entities of their own.
+struct UserScan {
+    uid: u32,
+    scan: MemberScan,
+    reader: ProcReader,
+}
+
+impl UserScan {
+    fn pids(&self) -> Result<Vec<i32>> {
+        let pids = self.scan.uid(self.uid)?;
+        let ours: HashSet<i32> = self
+            .reader
+            .descendants_of(&[std::process::id() as i32])?
+            .into_iter()
+            .collect();
+        Ok(pids.into_iter().filter(|p| !ours.contains(p)).collect())
+    }
+}
+
+/// Whether the run is over: every job and adopted process has departed. User principals do not
+/// count (their processes come and go): with only those, the run lasts until it is interrupted.
+pub fn all_ended(jobs: &[Job]) -> bool {
+    jobs.iter().filter(|j| !j.is_user()).all(|j| j.gone)
+        && (jobs.is_empty() || jobs.iter().any(|j| !j.is_user()))
 }
 
 /// Member ids unique over the whole group.
@@ -71,6 +103,7 @@ impl MemberIds {
 impl Job {
     /// Starts or adopts the job. A command that cannot start is an error naming it.
     pub fn start(id: EntityId, spec: JobSpec) -> Result<Job> {
+        let mut user = None;
         let (tree, child, gate) = match &spec.what {
             What::Command(cmd) => {
                 // Held at a gate: the shell waits, blocked, and execs the command once tact has
@@ -101,6 +134,15 @@ impl Job {
                 let tree = JobTree::attach(*pid).with_context(|| spec.origin())?;
                 (tree, None, None)
             }
+            // Members are found at the first rescan (`arrive`).
+            What::User { uid, .. } => {
+                user = Some(UserScan {
+                    uid: *uid,
+                    scan: MemberScan::new().with_context(|| spec.origin())?,
+                    reader: ProcReader::new(),
+                });
+                (JobTree::of_user(*uid), None, None)
+            }
         };
         let spawned = child.is_some();
         Ok(Job {
@@ -113,6 +155,7 @@ impl Job {
             members: BTreeMap::new(),
             left_ns: 0,
             from_birth: spawned,
+            user,
             gone: false,
             weight: None,
         })
@@ -120,6 +163,11 @@ impl Job {
 
     pub fn tree(&self) -> &JobTree {
         &self.tree
+    }
+
+    /// A user principal (`--user`).
+    pub fn is_user(&self) -> bool {
+        self.user.is_some()
     }
 
     /// The `sh -c` process, if tact started one and it has not been reaped.
@@ -135,6 +183,7 @@ impl Job {
             self.gone = true;
             return Ok(None);
         }
+        self.gone = false;
         let mut reading = self.reading();
         // The engine charges from the baselines on.
         reading.cpu_ns = self.members.values().map(|m| (m.mid, m.baseline)).collect();
@@ -193,8 +242,18 @@ impl Job {
     }
 
     /// Finds members forked or exited since the last scan (spec: every second). Returns whether
-    /// membership changed.
+    /// membership changed. A user principal that departed arrives again once its user has a
+    /// process; a departed process tree stays gone.
     pub fn rescan_events(&mut self, ids: &mut MemberIds, events: &mut Vec<Event>) -> Result<bool> {
+        if self.gone {
+            if !self.is_user() {
+                return Ok(false);
+            }
+            let arrived = self.arrive(ids)?;
+            let changed = arrived.is_some();
+            events.extend(arrived);
+            return Ok(changed);
+        }
         // Reads between scans may be clock-only: refresh the thread counts here.
         for m in self.members.values_mut() {
             if let Ok(line) = m.watch.stat() {
@@ -239,6 +298,12 @@ impl Job {
             Ok(()) => {}
             Err(LinuxError::NoProcess { .. }) => {}
             Err(e) => return Err(e).context("cannot list the job's processes"),
+        }
+        if let Some(user) = &self.user {
+            let origin = || self.spec.origin();
+            for pid in user.pids().with_context(origin)? {
+                self.tree.add(pid).with_context(origin)?;
+            }
         }
         let mut joined = Vec::new();
         for id in self.tree.members() {

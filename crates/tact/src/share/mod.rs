@@ -1,5 +1,6 @@
 //! `tact share`: divide the CPU a group of jobs gets in proportion to integer shares (ALPS,
-//! spec proportional-share.md), through SIGSTOP/SIGCONT at user level or cgroup weights.
+//! spec proportional-share.md), through SIGSTOP/SIGCONT at user level or cgroup weights. A job is
+//! a command's process tree, an adopted process's, or every process of a user.
 
 pub(crate) mod alps;
 mod cgroup;
@@ -21,6 +22,7 @@ use crate::cli::{Backend, ShareArgs, ShareMode};
 use crate::jobs::events::{Events, Received};
 use group::Job;
 use report::{CycleLog, Row};
+use spec::{JobSpec, What};
 
 /// The default quantum (spec section 2).
 pub(crate) const DEFAULT_QUANTUM: Duration = Duration::from_millis(20);
@@ -28,7 +30,9 @@ pub(crate) const DEFAULT_QUANTUM: Duration = Duration::from_millis(20);
 const GRACE: Duration = Duration::from_secs(10);
 
 pub fn run(args: &ShareArgs) -> Result<i32> {
-    let specs = spec::parse(&args.jobs, &args.pids)?;
+    let specs = spec::parse(&args.jobs, &args.pids, &args.users)?;
+    check_users(&specs)?;
+    let users = specs.iter().any(JobSpec::is_user);
     let cpus = affinity::thread_cpus(std::process::id() as i32)
         .context("cannot read tact's own CPU affinity")?;
     let mode = match args.mode {
@@ -45,7 +49,7 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
         mode,
         cpus.len(),
     )?;
-    let backend = choose_backend(args)?;
+    let backend = choose_backend(args, users)?;
     let mut log = args.json_log.as_deref().map(CycleLog::create).transpose()?;
 
     // Signals are blocked (and read from a signalfd) before any job starts, and the watchdog
@@ -122,6 +126,8 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
                 .and_then(|u| u[i])
                 .unwrap_or_else(|| j.consumed_ns()),
             exit: match (&j.exit, j.gone) {
+                (_, true) if j.is_user() => "no processes".into(),
+                (_, false) if j.is_user() => "running".into(),
                 (Some(s), _) => describe(*s),
                 (None, true) => "exited".into(),
                 (None, false) => "running".into(),
@@ -180,13 +186,49 @@ pub(crate) fn default_alps_config(cpus: usize) -> Result<ShareConfig> {
     alps_config(DEFAULT_QUANTUM, false, false, false, mode, cpus)
 }
 
+/// `--user`: only root names another user (DESIGN.md invariant 3); an adopted `--pid` must not
+/// be a process of a user shared as a whole too, or its processes would be in two entities.
+fn check_users(specs: &[JobSpec]) -> Result<()> {
+    let (me, euid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::geteuid().as_raw(),
+    );
+    let procs = tact_linux::ProcReader::new();
+    for s in specs {
+        match &s.what {
+            What::User { uid, .. } if !spec::may_name_user(me, euid, *uid) => bail!(
+                "{}: only root may share another user's processes (tact runs as uid {me})",
+                s.origin()
+            ),
+            What::Pid(pid) => {
+                // A pid that cannot be read is for `Job::start` to report.
+                let Ok(owner) = procs.uid(*pid) else { continue };
+                let shared = specs
+                    .iter()
+                    .find(|u| matches!(u.what, What::User { uid, .. } if uid == owner));
+                if let Some(u) = shared {
+                    bail!(
+                        "{}: process {pid} belongs to the user whose every process {} already \
+                         shares",
+                        s.origin(),
+                        u.origin()
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 enum Chosen {
     Signals,
     Cgroup(CpuHierarchy),
 }
 
-/// `auto` takes cgroups when tact may create them, unless an option only ALPS has was given.
-fn choose_backend(args: &ShareArgs) -> Result<Chosen> {
+/// `auto` takes cgroups when tact may create them, unless an option only ALPS has was given or
+/// `users` (a `--user` principal) are shared.
+fn choose_backend(args: &ShareArgs, users: bool) -> Result<Chosen> {
     let probe = format!("tact-share-{}-probe", std::process::id());
     let alps_only =
         args.basic || args.no_io || args.quantized || args.mode.is_some() || args.quantum.is_some();
@@ -194,6 +236,15 @@ fn choose_backend(args: &ShareArgs) -> Result<Chosen> {
     match args.backend {
         Backend::Signals => Ok(Chosen::Signals),
         Backend::Cgroup => {
+            if users {
+                // Moving them would take a user's processes out of the cgroups of their own
+                // sessions and services (their limits and accounting), for as long as tact runs.
+                bail!(
+                    "--backend cgroup: --user needs the signals backend (moving every process of \
+                     a user into tact's cgroup would take them out of their own sessions' and \
+                     services' cgroups)"
+                );
+            }
             if alps_only {
                 bail!(
                     "--backend cgroup: --quantum, --basic, --quantized, --no-io and --mode only \
@@ -205,7 +256,7 @@ fn choose_backend(args: &ShareArgs) -> Result<Chosen> {
                 Err(why) => bail!("--backend cgroup: {why} (--backend signals needs no privilege)"),
             }
         }
-        Backend::Auto if alps_only => Ok(Chosen::Signals),
+        Backend::Auto if alps_only || users => Ok(Chosen::Signals),
         Backend::Auto => match cgroup_cpu::can_use(parent, &probe) {
             Ok(h) => Ok(Chosen::Cgroup(h)),
             Err(why) => {
