@@ -19,8 +19,10 @@ this order by default), each against its own service:
 
 The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
 with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the four baselines.
-The policy `tcc+util` ("tcc + util hint": `tcc:util=0.9` with the service's CPU reported as the
-bottleneck, tune-drive --bottleneck) runs on cpu, competitor and pools, where that CPU is it.
+The policy `tcc+util` ("tcc + util hint": `tcc:util=0.9`, tune-drive --bottleneck reporting the
+scenario's bottleneck as the table measures it: the service's CPU on cpu, competitor and pools,
+the capped device's reads over the cap (or its io_ticks without a cap) on disk, the shaped link's
+bits over its rate on net) runs everywhere but memory, which has no utilization to report.
 Per scenario: a table, JSON and a plot; at the end a summary of the issue's targets. See
 bench/tune/README.md.
 """
@@ -46,11 +48,12 @@ CLEANUP = Cleanup()
 DEFAULT_LOCK = "/tmp/tact-bench.lock"
 BASELINES = ["aimd", "vegas", "gradient2", "envoy"]
 PAPER_SPEC = "tcc:fast=false,slow_start=false"
-# TCC with the bottleneck hint: the driver reports the service's CPU busy fraction.
+# TCC with the bottleneck hint: the driver reports the scenario's bottleneck (hint_source).
 HINT = "tcc+util"
 HINT_SPEC = "tcc:util=0.9"
 HINT_LABEL = "tcc + util hint"
-HINT_SCENARIOS = ("cpu", "competitor", "pools")
+# Memory has no utilization (util_memory): thrash is judged by refaults, not a fraction.
+HINT_SCENARIOS = ("cpu", "disk", "net", "competitor", "pools")
 TCC_POLICIES = ("tcc", HINT)
 ALL_SCENARIOS = ["cpu", "memory", "disk", "net", "competitor", "pools"]
 TAG = f"tact-test-tune-{os.getpid()}"
@@ -83,7 +86,7 @@ SCENARIOS = {
 }
 
 PRESETS = {
-    # a smoke test of every scenario's pipeline (~5-6 min); TCC barely reaches Steady, if at all
+    # a smoke test of every scenario's pipeline (~7-8 min); TCC barely reaches Steady, if at all
     "quick": dict(static_seconds=1.0, static_warmup=0.3, tcc_seconds=12.0, tcc_warmup=3.0,
                   paper_seconds=5.0, paper_warmup=1.0, adaptive_seconds=2.0, adaptive_warmup=1.0,
                   compete_seconds=40.0, compete_warmup=3.0, compete_hold=3.0, compete_on=10.0,
@@ -141,7 +144,7 @@ def label_of(pol):
 
 
 def scenario_policies(name, policies):
-    """The hint needs the service's CPU to be the bottleneck."""
+    """The hint needs a bottleneck with a utilization (not memory's)."""
     return [pol for pol in policies if pol != HINT or name in HINT_SCENARIOS]
 
 
@@ -448,6 +451,12 @@ class Service:
         CLEANUP.pop(self.item)
 
 
+def hint_source(sc, args):
+    """tune-drive's --bottleneck: the quantity the scenario's table calls utilization (util_cpu,
+    util_disk, util_net), as the driver can read it."""
+    return sc.get("hint_source") or f"cpu:{args.service_cpu}"
+
+
 class Driver:
     """One tune-drive run, started now; its stdout events are read as they come."""
 
@@ -462,7 +471,7 @@ class Driver:
         if args.init:
             cmd += ["--init", str(args.init)]
         if spec == HINT_SPEC:
-            cmd += ["--bottleneck", f"cpu:{args.service_cpu}"]
+            cmd += ["--bottleneck", hint_source(sc, args)]
         self.t_launch = time.monotonic()
         self.t0 = None  # time.monotonic() of the pool's clock origin ("started")
         self.started = threading.Event()
@@ -628,6 +637,8 @@ def setup(name, args, p, bindir, outdir):
         dev = block_device(path)
         svc["mode"] = f"disk:{path}"
         ctx["probe"], ctx["util_of"] = (lambda: io_ticks(dev)), util_disk(args.disk_iops)
+        # util_disk's quantity: the device's reads over the cap, or its io_ticks without one.
+        sc["hint_source"] = f"disk:{dev}@riops={args.disk_iops}" if args.disk_iops else f"disk:{dev}"
         how = "utilization = io_ticks / wall time"
         if args.disk_iops:
             cg = IopsCgroup(dev, args.disk_iops)
@@ -640,6 +651,9 @@ def setup(name, args, p, bindir, outdir):
         ctx["netns"] = ns
         svc.update(listen=f"{ns.PEER}:0", wrap=ns.wrap, reply_bytes=args.reply_kib << 10)
         ctx["probe"], ctx["util_of"] = ns.stat, util_net(ns.rate_bps)
+        # util_net's quantity, from the driver's namespace: what the host side of the veth
+        # receives is what the shaped side sends (veth counts a packet on both ends).
+        sc["hint_source"] = f"net:{ns.host_if}@{args.rate_mbit}mbit,rx"
         notes.append(f"service in netns {ns.ns}, veth {ns.peer_if} shaped by tbf rate {args.rate_mbit}mbit, "
                      f"{args.reply_kib} KiB replies; driver in the root namespace; link use = tx_bytes*8/rate")
     service = Service(bindir, args.service_cpu, sc, svc["listen"], outdir, svc["wrap"], svc["mode"],
@@ -1303,7 +1317,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default=",".join(ALL_SCENARIOS),
                     help=f"comma list of {', '.join(ALL_SCENARIOS)} (default: all, in that order)")
-    ap.add_argument("--quick", action="store_true", help="~5-minute smoke run of every scenario")
+    ap.add_argument("--quick", action="store_true", help="~7-minute smoke run of every scenario")
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
     ap.add_argument("--policies", default=f"tcc,{HINT}," + ",".join(BASELINES),

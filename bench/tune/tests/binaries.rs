@@ -167,6 +167,9 @@ fn driver_reports_a_static_pool_run() {
             "4",
             "--sample-ms",
             "100",
+            // Opened and read, though a static pool ignores it.
+            "--bottleneck",
+            "net:lo@1gbit,rx",
         ])
         .arg("--json")
         .arg(&json)
@@ -196,6 +199,29 @@ fn driver_reports_a_static_pool_run() {
     assert_eq!(rep["trace"].as_array().unwrap().len(), 0);
     assert!(rep["steady"].is_null());
     assert_eq!(rep["targets"][0][1], 2);
+    assert_eq!(rep["bottleneck"], "net:lo@1gbit,rx");
+}
+
+#[test]
+fn driver_refuses_a_bottleneck_this_machine_lacks() {
+    let svc = Service::start();
+    let run = |source: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tune-drive"))
+            .args(["--policy", "tcc:util=0.9", "--addr", &svc.addr])
+            .args(["--seconds", "1", "--bottleneck", source])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{source}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run("disk:no-such-disk-tact@riops=300");
+    assert!(
+        err.contains("--bottleneck disk:no-such-disk-tact@riops=300")
+            && err.contains("unknown block device"),
+        "{err}"
+    );
+    let err = run("net:lo");
+    assert!(err.contains("needs the link's rate"), "{err}");
 }
 
 #[test]

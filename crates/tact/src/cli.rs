@@ -407,6 +407,8 @@ Examples:
   tact tune -v --json-log tune.jsonl -- make    print and log every decision
   tact tune --policy static:4 -- make           a fixed count, for comparison
   tact tune --bottleneck cpu:0-3 -- make        also watch CPUs 0-3: climb while they have room
+  tact tune --bottleneck disk:sda@iops=3000 -- make    a volume provisioned at 3000 IOPS
+  tact tune --bottleneck net:eth0@1gbit,rx --workers-file /tmp/j -- parallel -j /tmp/j wget -q :::: urls
   tact tune --workers-file /tmp/j -- parallel -j /tmp/j gzip ::: *.log
   tact tune --workers-file /tmp/j --completions file:/tmp/done -- ./crawler --jobs-file /tmp/j
 
@@ -429,9 +431,24 @@ What counts as a finished job (--completions):
 
 When to use --bottleneck: by throughput alone TCC stops where one more step gains less than q
 (14%), which on a gently bending curve leaves the bottleneck at 75-85%. If you know what the jobs
-saturate (the CPUs they run on, or psi:io for a disk), name it: TCC then goes on while it is
-below 90% busy. Name a resource the jobs do saturate: with one that never fills up, TCC climbs
-for as long as throughput rises at all.
+saturate, name it: TCC then goes on while it is below 90% busy (tcc:util=0.9). Name a resource
+the jobs do saturate: with one that never fills up, TCC climbs for as long as throughput rises
+at all. The sources, read every 100 ms:
+  cpu:LIST            busy fraction of those CPUs (cpu:1, cpu:0,2-3): jobs bound to a CPU set
+  psi:cpu|io|memory   fraction of time some task waited for it (/proc/pressure): when you cannot
+                      name the CPUs or the device
+  disk:DEV            the device's busy time (/proc/diskstats io_ticks over wall time; DEV is
+                      vda, /dev/sda2 or a path on it): a disk that serves one request at a time
+                      (a spinning disk); an SSD or a cloud volume reads 100% long before it is full
+  disk:DEV@iops=N     reads and writes completed per second over N: a device capped at N IOPS
+                      (a cloud volume's provisioned IOPS, a cgroup's io.max), which io_ticks
+                      cannot see; riops=N counts reads only, wiops=N writes only (io.max's keys)
+  net:IF@RATE         bits IF sends per second over RATE (tc's units: 50mbit, 1gbit): the egress
+                      of a link capped at RATE (a shaper, a provider's plan), e.g. a server's
+                      replies or an upload
+  net:IF@RATE,rx      bits IF receives over RATE: the ingress, e.g. a crawler downloading
+A RATE or N below what the link or device really does shows as readings above 100% (tact warns
+after a second of them): the hint then never fires. --json-log records every reading.
 
 tact passes SIGINT and SIGTERM on to the command and exits with its status.";
 
@@ -461,14 +478,18 @@ pub struct TuneArgs {
     /// How often the controller's timers run.
     #[arg(long, value_name = "DUR", default_value = "100ms", value_parser = positive_duration)]
     pub tick: Duration,
-    /// Write one JSON object per change of the count and per controller decision to FILE.
+    /// Write one JSON object per change of the count, per controller decision and per
+    /// --bottleneck reading to FILE.
     #[arg(long, value_name = "FILE")]
     pub json_log: Option<PathBuf>,
     /// The resource the jobs saturate, read every 100 ms for TCC's bottleneck hint: cpu:LIST
-    /// (busy fraction of those CPUs, e.g. cpu:1 or cpu:0,2-3) or psi:cpu|io|memory (time some
-    /// task waited for it). While it stays below tcc's util (0.9), a step that gains less than
-    /// q still counts, so TCC reaches 85-95% utilization where throughput alone stops early; a
-    /// bottleneck someone else also saturates reads ~100% and leaves the paper's rule as is.
+    /// (busy fraction of those CPUs), psi:cpu|io|memory (time some task waited for it),
+    /// disk:DEV (the device's busy time), disk:DEV@iops=N (its I/Os per second over a cap of
+    /// N; riops, wiops), net:IF@RATE (bits IF sends per second over RATE, e.g. 50mbit: its
+    /// egress) or net:IF@RATE,rx (what it receives). While it stays below tcc's util (0.9), a
+    /// step that gains less than q still counts, so TCC reaches 85-95% utilization where
+    /// throughput alone stops early; a bottleneck someone else also saturates reads ~100% and
+    /// leaves the paper's rule as is. When to use which: below.
     #[arg(long, value_name = "SRC", value_parser = crate::tune::bottleneck::parse_bottleneck)]
     pub bottleneck: Option<crate::tune::bottleneck::BottleneckSpec>,
     /// The command to run, after `--`.

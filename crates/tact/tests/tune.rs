@@ -329,3 +329,149 @@ fn bad_input_gets_a_one_line_error_and_runs_nothing() {
         }
     }
 }
+
+/// The complete `hint` lines of a JSON log written while tact runs (a line being written is
+/// left for the next look).
+fn hints(path: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["kind"] == "hint")
+        .collect()
+}
+
+/// Starts `tact tune --bottleneck SRC` on a command that runs until the test creates `stop`.
+fn tune_until_stopped(dir: &Path, source: &str) -> std::process::Child {
+    tact()
+        .env("TACT_RUNTIME_DIR", dir)
+        .current_dir(dir)
+        .args(["tune", "--bottleneck", source, "--json-log", "tune.jsonl"])
+        .args(["--workers-file", "jobs", "--", "sh", "-c"])
+        .arg("while [ ! -e stop ]; do sleep 0.05; done")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Readings come at most every 100 ms, each the source's as `--bottleneck` wrote it.
+fn check_readings(hints: &[Value], source: &str) {
+    for h in hints {
+        assert_eq!(h["bottleneck"], source, "{h}");
+        assert!(h["utilization"].as_f64().unwrap() >= 0.0, "{h}");
+    }
+    for w in hints.windows(2) {
+        let gap = w[1]["t"].as_f64().unwrap() - w[0]["t"].as_f64().unwrap();
+        assert!(gap >= 0.0999, "readings {gap} s apart: {} {}", w[0], w[1]);
+    }
+}
+
+/// A block device of this machine: a real disk when there is one, not a loop or RAM device.
+fn a_block_device() -> Option<String> {
+    let mut names: Vec<String> = fs::read_dir("/sys/block")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort_by_key(|n| ["loop", "ram", "zram"].iter().any(|p| n.starts_with(p)));
+    names.into_iter().next()
+}
+
+#[test]
+fn a_disk_bottleneck_is_read_and_logged_while_the_command_runs() {
+    let Some(dev) = a_block_device() else {
+        eprintln!("skipped: /sys/block lists no device");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let source = format!("disk:/dev/{dev}");
+    let t = tune_until_stopped(dir.path(), &source);
+    let log = dir.path().join("tune.jsonl");
+    wait_for(Duration::from_secs(60), "five disk readings", || {
+        hints(&log).len() >= 5
+    });
+    fs::write(dir.path().join("stop"), "").unwrap();
+    let out = t.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let hints = hints(&log);
+    check_readings(&hints, &source);
+    for h in &hints {
+        let u = h["utilization"].as_f64().unwrap();
+        assert!(u <= 1.0, "a busy fraction: {h}");
+    }
+}
+
+#[test]
+fn a_link_bottleneck_counts_the_bytes_sent_over_the_rate() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = "net:lo@8mbit";
+    let t = tune_until_stopped(dir.path(), source);
+    let log = dir.path().join("tune.jsonl");
+    wait_for(Duration::from_secs(60), "a first link reading", || {
+        !hints(&log).is_empty()
+    });
+    // 4 MB over lo after the first reading: 32 Mbit, 4 s of the 8 mbit given.
+    const SENT: usize = 4 << 20;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut tx = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (mut rx, _) = listener.accept().unwrap();
+    let drain = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = 0;
+        while got < SENT {
+            got += rx.read(&mut buf).unwrap();
+        }
+    });
+    tx.write_all(&vec![7u8; SENT]).unwrap();
+    drain.join().unwrap();
+    // A reading that starts after the last byte arrived covers all of them.
+    let seen = hints(&log).len();
+    wait_for(Duration::from_secs(60), "two more readings", || {
+        hints(&log).len() >= seen + 2
+    });
+    fs::write(dir.path().join("stop"), "").unwrap();
+    let out = t.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let hints = hints(&log);
+    check_readings(&hints, source);
+    // Each reading is the bits over the rate since the one before: summed over time it gives the
+    // bytes back (lo carries everyone's traffic too, so at least ours). Half, because a logged
+    // time may trail its reading by a moment on a loaded machine.
+    let bits: f64 = hints
+        .windows(2)
+        .map(|w| {
+            let dt = w[1]["t"].as_f64().unwrap() - w[0]["t"].as_f64().unwrap();
+            w[1]["utilization"].as_f64().unwrap() * dt * 8e6
+        })
+        .sum();
+    assert!(
+        bits >= 0.5 * (SENT * 8) as f64,
+        "the readings add up to {bits} bits; {} were sent",
+        SENT * 8
+    );
+}
+
+#[test]
+fn a_bad_bottleneck_is_refused_before_the_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, i32, &str); 5] = [
+        ("disk:vda@iops=0", 2, "at least 1"),
+        ("net:lo", 2, "needs the link's rate"),
+        ("tape:0", 2, "net:IF@RATE"),
+        ("disk:no-such-disk-tact", 125, "unknown block device"),
+        ("net:no-such-if@1gbit", 125, "unknown network interface"),
+    ];
+    for (source, code, says) in cases {
+        let out = tune(dir.path(), &["--bottleneck", source, "--", "touch", "ran"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{source}: {err}");
+        assert!(
+            err.contains(says) && err.contains("--bottleneck"),
+            "{source}: {err}"
+        );
+        assert!(!dir.path().join("ran").exists(), "{source} ran the command");
+    }
+}

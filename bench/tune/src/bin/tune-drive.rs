@@ -5,8 +5,11 @@
 //! sampling period, the service's and its own CPU time; prints a one-line summary and writes
 //! everything as JSON (`--json`).
 //!
-//! With `--bottleneck cpu:N` the pool also reports CPU N's busy fraction (from `/proc/stat`) to
-//! the controller every 100 ms, for TCC's bottleneck hint (`tcc:util=0.9`).
+//! With `--bottleneck SRC` the pool also reports the bottleneck's utilization to the controller
+//! every 100 ms, for TCC's bottleneck hint (`tcc:util=0.9`). SRC takes `tact tune --bottleneck`'s
+//! forms (`tact_linux::probe::bottleneck`): `cpu:N` (the service's CPU), `disk:DEV@riops=N` (the
+//! capped device's reads over the cap), `net:IF@RATE,rx` (the shaped link, seen from the
+//! driver's side), and the others.
 //!
 //! While it runs, stdout carries event lines for a harness that acts mid-run (run.py starts a
 //! competitor once TCC is steady): `started` when the pool's clock starts, then
@@ -31,7 +34,7 @@ use tact_bench_tune::summary::{
 use tact_core::tune::select::policy_from_spec;
 use tact_core::tune::{Phase, Transition};
 use tact_lib::tune::Pool;
-use tact_linux::probe::busy::{CpuBusy, CpuStat};
+use tact_linux::probe::bottleneck::{BadSpec, Bottleneck, BottleneckSpec};
 use tact_sim::SimRng;
 
 #[derive(Parser, Debug)]
@@ -71,16 +74,15 @@ struct Args {
     /// Write the full record here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Report this CPU's busy fraction to the controller as the bottleneck's utilization
-    /// (`cpu:N`, the service's CPU): TCC's bottleneck hint.
-    #[arg(long, value_name = "cpu:N", value_parser = parse_bottleneck)]
-    bottleneck: Option<usize>,
+    /// Report this source's utilization to the controller (TCC's bottleneck hint), in `tact
+    /// tune --bottleneck`'s forms: cpu:LIST, psi:RES, disk:DEV[@iops=N|riops=N|wiops=N],
+    /// net:IF@RATE[,rx].
+    #[arg(long, value_name = "SRC", value_parser = parse_bottleneck)]
+    bottleneck: Option<BottleneckSpec>,
 }
 
-fn parse_bottleneck(s: &str) -> Result<usize, String> {
-    s.strip_prefix("cpu:")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("expected cpu:N, got {s:?}"))
+fn parse_bottleneck(s: &str) -> Result<BottleneckSpec, String> {
+    s.parse().map_err(|e: BadSpec| e.to_string())
 }
 
 #[derive(Serialize)]
@@ -93,8 +95,8 @@ struct Report<'a> {
     max: usize,
     init: usize,
     seed: u64,
-    /// The CPU whose busy fraction the controller was told (`--bottleneck`).
-    bottleneck_cpu: Option<usize>,
+    /// The source whose utilization the controller was told (`--bottleneck`).
+    bottleneck: Option<String>,
     /// The measured window, [warmup, warmup + seconds].
     window: Period,
     /// The window's part that TCC spent in Steady (none for other controllers, or before TCC
@@ -219,13 +221,13 @@ fn main() -> Result<()> {
         // enough to drain quickly at the end.
         .queue_capacity(args.max)
         .name("tune-drive");
-    if let Some(cpu) = args.bottleneck {
-        let mut meter = CpuBusy::new(CpuStat::new(), vec![cpu])
-            .with_context(|| format!("--bottleneck cpu:{cpu}"))?;
+    if let Some(spec) = &args.bottleneck {
+        let mut meter = Bottleneck::open(spec).with_context(|| format!("--bottleneck {spec}"))?;
+        let spec = spec.clone();
         builder = builder.bottleneck(move || match meter.sample() {
             Ok(u) => u,
             Err(e) => {
-                eprintln!("tune-drive: --bottleneck cpu:{cpu}: {e}");
+                eprintln!("tune-drive: --bottleneck {spec}: {e}");
                 None
             }
         });
@@ -315,7 +317,7 @@ fn main() -> Result<()> {
         max: args.max,
         init,
         seed: args.seed,
-        bottleneck_cpu: args.bottleneck,
+        bottleneck: args.bottleneck.as_ref().map(ToString::to_string),
         window,
         steady,
         first_steady_s: first_steady(&trace),

@@ -1,6 +1,7 @@
 //! Read-only views of the kernel: process tables, progress counters, device and link activity.
 
 pub mod block_device;
+pub mod bottleneck;
 pub mod busy;
 pub mod caps;
 pub mod cpu;

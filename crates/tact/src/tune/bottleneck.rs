@@ -1,97 +1,84 @@
 //! `tact tune --bottleneck`: what the bottleneck hint reads (`docs/tune.md`, "The bottleneck
-//! hint"). `cpu:LIST` is the busy fraction of those CPUs from `/proc/stat`; `psi:RESOURCE` the
-//! fraction of time some task waited for it (`/proc/pressure/RESOURCE`).
-
-use std::fmt;
+//! hint"). The forms and their meters are `tact_linux::probe::bottleneck`'s, shared with the
+//! benchmark's driver: `cpu:LIST`, `psi:RESOURCE`, `disk:DEV[@iops=N]`, `net:IF@RATE[,rx]`.
+//! This side names the option in errors and watches for a cap that cannot be right.
 
 use anyhow::{Context, Result};
-use tact_linux::probe::busy::{CpuBusy, CpuStat, Pressure};
-use tact_linux::probe::psi::PsiReader;
+use tact_linux::probe::bottleneck::{self as probe, BadSpec};
 
-/// A `--bottleneck` value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BottleneckSpec {
-    Cpus(Vec<usize>),
-    Psi(String),
-}
+pub use tact_linux::probe::bottleneck::BottleneckSpec;
 
-impl fmt::Display for BottleneckSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BottleneckSpec::Cpus(cpus) => {
-                let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
-                write!(f, "cpu:{}", list.join(","))
-            }
-            BottleneckSpec::Psi(r) => write!(f, "psi:{r}"),
-        }
-    }
-}
+/// Readings in a row above [`OVER_CAP`] before `tact tune` says the cap is wrong: a second of
+/// them at the 100 ms hint period, longer than any burst a shaper or throttle lets through.
+const OVER_CAP_READINGS: u32 = 10;
+/// A rate this far above the cap given is more than counter noise.
+const OVER_CAP: f64 = 1.2;
 
-/// Parses `cpu:LIST` (`cpu:1`, `cpu:0,2-3`) or `psi:cpu|io|memory` (clap's value parser).
+/// Parses a `--bottleneck` value (clap's value parser).
 pub fn parse_bottleneck(s: &str) -> Result<BottleneckSpec, String> {
-    match s.split_once(':') {
-        Some(("cpu", list)) => parse_cpu_list(list).map(BottleneckSpec::Cpus),
-        Some(("psi", r)) if tact_linux::probe::psi::RESOURCES.contains(&r) => {
-            Ok(BottleneckSpec::Psi(r.to_string()))
-        }
-        Some(("psi", r)) => Err(format!(
-            "unknown PSI resource {r:?}; use psi:cpu, psi:io or psi:memory"
-        )),
-        _ => Err("expected cpu:LIST (e.g. cpu:1 or cpu:0,2-3) or psi:cpu|io|memory".into()),
-    }
-}
-
-/// A kernel-style CPU list: numbers and ranges separated by commas, sorted and deduplicated.
-fn parse_cpu_list(list: &str) -> Result<Vec<usize>, String> {
-    let num = |s: &str| {
-        s.trim()
-            .parse::<usize>()
-            .map_err(|_| format!("{s:?} in the CPU list {list:?} is not a CPU number"))
-    };
-    let mut cpus = Vec::new();
-    for part in list.split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(format!("the range {part:?} runs backwards"));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(num(part)?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
+    s.parse().map_err(|e: BadSpec| e.to_string())
 }
 
 /// The open meter.
-pub enum Bottleneck {
-    Cpus(CpuBusy),
-    Psi(Pressure),
+pub struct Bottleneck {
+    spec: BottleneckSpec,
+    meter: probe::Bottleneck,
+    over_cap: OverCap,
 }
 
 impl Bottleneck {
-    /// Opens the meter; fails with the file at fault when a CPU or PSI is missing.
+    /// Opens the meter; fails naming the option and what is missing (a CPU, a PSI file, a
+    /// device or an interface, with the ones this machine has).
     pub fn open(spec: &BottleneckSpec) -> Result<Self> {
-        let what = || format!("--bottleneck {spec}");
-        Ok(match spec {
-            BottleneckSpec::Cpus(cpus) => {
-                Bottleneck::Cpus(CpuBusy::new(CpuStat::new(), cpus.clone()).with_context(what)?)
-            }
-            BottleneckSpec::Psi(r) => {
-                Bottleneck::Psi(Pressure::new(PsiReader::new(), r).with_context(what)?)
-            }
+        let meter =
+            probe::Bottleneck::open(spec).with_context(|| format!("--bottleneck {spec}"))?;
+        Ok(Bottleneck {
+            spec: spec.clone(),
+            meter,
+            over_cap: OverCap::default(),
         })
     }
 
-    /// The utilization since the previous call; None when nothing can be said yet.
+    pub fn spec(&self) -> &BottleneckSpec {
+        &self.spec
+    }
+
+    /// The utilization since the previous call; None when nothing can be said yet. Says once
+    /// when a rate against a cap stays well above it: the hint then reads "saturated" all the
+    /// time and TCC runs as without it.
     pub fn sample(&mut self) -> Result<Option<f64>> {
-        Ok(match self {
-            Bottleneck::Cpus(m) => m.sample()?,
-            Bottleneck::Psi(m) => m.sample()?,
-        })
+        let u = self.meter.sample()?;
+        if let Some(u) = u.filter(|_| self.meter.against_a_cap()) {
+            if self.over_cap.observe(u) {
+                eprintln!(
+                    "tact: tune: --bottleneck {}: the rate has been {:.0}% of the cap given for \
+                     a second; the cap is below what the device or link does, so the hint reads \
+                     it as saturated",
+                    self.spec,
+                    u * 100.0
+                );
+            }
+        }
+        Ok(u)
+    }
+}
+
+/// Counts readings in a row above a cap, to say once that the cap is wrong.
+#[derive(Debug, Default)]
+struct OverCap {
+    in_a_row: u32,
+    said: bool,
+}
+
+impl OverCap {
+    /// Whether to say it now.
+    fn observe(&mut self, u: f64) -> bool {
+        self.in_a_row = if u > OVER_CAP { self.in_a_row + 1 } else { 0 };
+        if self.said || self.in_a_row < OVER_CAP_READINGS {
+            return false;
+        }
+        self.said = true;
+        true
     }
 }
 
@@ -100,33 +87,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_cpu_lists_and_psi_resources() {
-        assert_eq!(
-            parse_bottleneck("cpu:3,0-1,1"),
-            Ok(BottleneckSpec::Cpus(vec![0, 1, 3]))
-        );
-        assert_eq!(
-            parse_bottleneck("psi:cpu"),
-            Ok(BottleneckSpec::Psi("cpu".into()))
-        );
-        assert_eq!(
-            parse_bottleneck("cpu:0,2-3").unwrap().to_string(),
-            "cpu:0,2,3"
-        );
-        for bad in ["cpu:", "cpu:x", "cpu:3-1", "psi:net", "gpu:0", "1"] {
-            assert!(parse_bottleneck(bad).is_err(), "{bad}");
+    fn the_value_parser_takes_every_form() {
+        for s in [
+            "cpu:0,2-3",
+            "psi:io",
+            "disk:vda",
+            "disk:/dev/vda1@riops=300",
+            "net:lo@50mbit",
+            "net:eth0@1gbit,rx",
+        ] {
+            assert!(parse_bottleneck(s).is_ok(), "{s}");
         }
+        let e = parse_bottleneck("gpu:0").unwrap_err();
+        assert!(e.contains("disk:DEV") && e.contains("net:IF@RATE"), "{e}");
     }
 
     #[test]
-    fn a_cpu_the_machine_lacks_is_refused_at_the_start() {
-        let e = Bottleneck::open(&BottleneckSpec::Cpus(vec![100_000]))
-            .err()
-            .unwrap();
-        let msg = format!("{e:#}");
+    fn a_cap_is_called_wrong_once_after_a_second_above_it() {
+        let mut o = OverCap::default();
+        // Bursts above the cap, broken by a reading within it, never count as a second.
+        for _ in 0..5 {
+            assert!((0..OVER_CAP_READINGS - 1).all(|_| !o.observe(3.0)));
+            assert!(!o.observe(1.1));
+        }
+        let said: Vec<bool> = (0..3 * OVER_CAP_READINGS).map(|_| o.observe(2.0)).collect();
+        assert_eq!(said.iter().filter(|&&s| s).count(), 1, "{said:?}");
+        assert!(said[OVER_CAP_READINGS as usize - 1]);
+    }
+
+    #[test]
+    fn a_cpu_or_device_the_machine_lacks_is_refused_at_the_start() {
+        let msg = |spec: &str| {
+            let e = Bottleneck::open(&parse_bottleneck(spec).unwrap())
+                .err()
+                .unwrap();
+            format!("{e:#}")
+        };
+        let m = msg("cpu:100000");
         assert!(
-            msg.contains("--bottleneck cpu:100000") && msg.contains("no line for cpu100000"),
-            "{msg}"
+            m.contains("--bottleneck cpu:100000") && m.contains("no line for cpu100000"),
+            "{m}"
+        );
+        let m = msg("disk:/dev/no-such-disk-tact@iops=5");
+        assert!(
+            m.starts_with("--bottleneck disk:/dev/no-such-disk-tact@iops=5: ")
+                && m.contains("this machine has:"),
+            "{m}"
+        );
+        let m = msg("net:no-such-if@1gbit,rx");
+        assert!(
+            m.starts_with("--bottleneck net:no-such-if@1gbit,rx: ") && m.contains("lo"),
+            "{m}"
         );
     }
 }

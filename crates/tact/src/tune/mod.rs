@@ -32,8 +32,8 @@ use workers_file::WorkersFile;
 const POLL_JOBSERVER: Duration = Duration::from_millis(2);
 /// The same for a workers file, or when the whole tree is walked (a few reads per process).
 const POLL_TREE: Duration = Duration::from_millis(5);
-/// The shortest period of the bottleneck's readings: `/proc/stat` moves in 10 ms ticks, so
-/// shorter intervals are mostly rounding.
+/// The shortest period of the bottleneck's readings: `/proc/stat` moves in 10 ms ticks and
+/// diskstats' io_ticks in milliseconds, so shorter intervals are mostly rounding.
 const HINT_PERIOD: Duration = Duration::from_millis(100);
 
 pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
@@ -281,31 +281,37 @@ impl Tuner {
     /// Time passes for the controller, with the bottleneck's utilization when one is due.
     fn tick(&mut self, now: Instant) -> Result<()> {
         let at = now - self.start;
-        let changed = match self.utilization(now) {
+        let changed = match self.utilization(now, at)? {
             Some(u) => self.policy.on_hint(at, u),
             None => self.policy.on_tick(at),
         };
         self.apply(at, changed, self.load)
     }
 
-    /// A reading of the bottleneck at most every [`HINT_PERIOD`]. A reading that fails turns
-    /// the hint off with a warning: the controller goes on by throughput alone.
-    fn utilization(&mut self, now: Instant) -> Option<f64> {
-        let meter = self.bottleneck.as_mut()?;
+    /// A reading of the bottleneck at most every [`HINT_PERIOD`], logged. A reading that fails
+    /// turns the hint off with a warning: the controller goes on by throughput alone.
+    fn utilization(&mut self, now: Instant, at: Duration) -> Result<Option<f64>> {
+        let Some(meter) = self.bottleneck.as_mut() else {
+            return Ok(None);
+        };
         if self
             .sampled
             .is_some_and(|s| now.saturating_duration_since(s) < HINT_PERIOD)
         {
-            return None;
+            return Ok(None);
         }
         self.sampled = Some(now);
         match meter.sample() {
-            Ok(u) => u,
+            Ok(Some(u)) => {
+                self.report.hint(at, meter.spec(), u)?;
+                Ok(Some(u))
+            }
+            Ok(None) => Ok(None),
             Err(e) => {
                 tracing::warn!("--bottleneck: {e}; going on without the hint");
                 eprintln!("tact: tune: --bottleneck: {e}; going on without the hint");
                 self.bottleneck = None;
-                None
+                Ok(None)
             }
         }
     }

@@ -1,5 +1,6 @@
-//! What `tact tune` tells: one JSON line per change of the count and per controller transition
-//! (`--json-log`), transitions on stderr with `-v`, and a summary line at the end.
+//! What `tact tune` tells: one JSON line per change of the count, per controller transition and
+//! per bottleneck reading (`--json-log`), transitions on stderr with `-v`, and a summary line at
+//! the end.
 
 use std::path::Path;
 use std::time::Duration;
@@ -42,6 +43,17 @@ struct TransitionLine {
     /// Seconds the command kept all its slots busy so far.
     busy: f64,
     completions: u64,
+}
+
+/// A reading of `--bottleneck`, as the controller got it (TCC clamps it to [0, 1]; a value
+/// above 1 here says a cap was set below what the device or link does).
+#[derive(Serialize)]
+struct HintLine<'a> {
+    t: f64,
+    kind: &'static str,
+    /// The source, as `--bottleneck` takes it (`disk:vda@riops=300`).
+    bottleneck: &'a str,
+    utilization: f64,
 }
 
 #[derive(Serialize)]
@@ -159,6 +171,19 @@ impl Report {
                 hinted: tr.hinted,
                 busy: tr.busy.as_secs_f64(),
                 completions,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A bottleneck reading at `t`, covering the time since the previous one.
+    pub fn hint(&mut self, t: Duration, source: &impl std::fmt::Display, u: f64) -> Result<()> {
+        match &mut self.log {
+            Some(log) => log.line(&HintLine {
+                t: t.as_secs_f64(),
+                kind: "hint",
+                bottleneck: &source.to_string(),
+                utilization: u,
             }),
             None => Ok(()),
         }
@@ -284,6 +309,8 @@ mod tests {
         .unwrap();
         r.target(Duration::from_secs(1), 3, 12, Load::new(2, 1))
             .unwrap();
+        r.hint(Duration::from_millis(1100), &"disk:vda@riops=300", 0.87)
+            .unwrap();
         let line = r
             .finish(&Summary {
                 completions: 40,
@@ -302,9 +329,11 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["target", "transition", "target", "end"]);
+        assert_eq!(kinds, ["target", "transition", "target", "hint", "end"]);
         assert_eq!(lines[1]["reason"], "measured");
         assert_eq!(lines[2]["from"], 2);
-        assert_eq!(lines[3]["completions"], 40);
+        assert_eq!(lines[3]["bottleneck"], "disk:vda@riops=300");
+        assert_eq!(lines[3]["utilization"], 0.87);
+        assert_eq!(lines[4]["completions"], 40);
     }
 }
