@@ -9,5 +9,6 @@ pub mod ioprio;
 pub mod per_thread;
 pub mod pidfd;
 pub mod sched_idle;
+pub mod slice;
 pub mod stale;
 pub mod tree;
