@@ -38,6 +38,7 @@ mod error;
 pub mod gate;
 pub mod guard;
 pub mod probe;
+pub mod rate;
 pub mod state;
 pub mod targets;
 pub mod timer;

@@ -24,6 +24,7 @@ use crate::probe::busy::{
 use crate::probe::diskstats::DiskstatsReader;
 use crate::probe::netstats::NetReader;
 use crate::probe::psi::{PsiReader, RESOURCES};
+use crate::rate::{fmt_rate, parse_rate};
 
 /// Every form, for error messages.
 pub const FORMS: &str = "cpu:LIST (cpu:1, cpu:0,2-3), psi:cpu|io|memory, disk:DEV \
@@ -187,52 +188,6 @@ fn parse_net(rest: &str) -> Result<BottleneckSpec, String> {
         rate_bits: parse_rate(rate).map_err(|e| format!("net:{rest}: {e}"))?,
         direction,
     })
-}
-
-/// A link rate in tc's units (`bit`, `kbit`, `mbit`, `gbit`, `tbit`: powers of 1000, bits per
-/// second), e.g. `50mbit`, `1.5gbit`; a bare number is bits per second.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale = match unit {
-        "" | "bit" => 1.0,
-        "kbit" => 1e3,
-        "mbit" => 1e6,
-        "gbit" => 1e9,
-        "tbit" => 1e12,
-        _ => {
-            return Err(format!(
-                "the rate {s:?} is not a number with bit, kbit, mbit or gbit (e.g. 50mbit)"
-            ))
-        }
-    };
-    let bits = num.parse::<f64>().map_err(|_| {
-        format!("the rate {s:?} is not a number with bit, kbit, mbit or gbit (e.g. 50mbit)")
-    })? * scale;
-    if !(1.0..=1e13).contains(&bits) {
-        return Err(format!("the rate {s:?} is out of range (1bit to 10tbit)"));
-    }
-    Ok(bits.round() as u64)
-}
-
-/// Bits per second in tc's units, as short as exact: `50mbit`, `1.5gbit`, `1234bit`.
-fn fmt_rate(bits: u64) -> String {
-    [
-        (1_000_000_000_000, "tbit"),
-        (1_000_000_000, "gbit"),
-        (1_000_000, "mbit"),
-        (1_000, "kbit"),
-    ]
-    .into_iter()
-    .find(|&(unit, _)| bits >= unit && (bits * 1000).is_multiple_of(unit))
-    .map(|(unit, name)| {
-        let v = format!("{:.3}", bits as f64 / unit as f64);
-        format!("{}{name}", v.trim_end_matches('0').trim_end_matches('.'))
-    })
-    .unwrap_or_else(|| format!("{bits}bit"))
 }
 
 /// An open bottleneck meter.
