@@ -46,7 +46,12 @@ Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime 
   disk[:DEVICE]    tact watches the disk (default: the one under the working directory) and
                    stops the job while other processes do I/O on it, until one preemption
                    interval has passed with none; also the idle I/O class where BFQ runs
-  net[:INTERFACE]  the same on an interface's traffic (default: the default route's)
+  net[:INTERFACE]  the same on an interface's traffic (default: the default route's); as root
+                   (CAP_NET_ADMIN) also an htb tree on its egress with the job's class below the
+                   foreground, clamped during the preemption interval (rate: --net-rate, or 95%
+                   of the link speed when known), and the job's packets marked DSCP LE by
+                   nftables (the job in a cgroup v2 directory of tact's). A root qdisc someone
+                   else added is left alone unless --net-replace-qdisc. All removed at the end.
   Default --preempt: disk 10x its mean service time from /proc/diskstats (at least 10ms, at
   most 1s; 100ms if unmeasured), net 10ms. tact says what it chose and why, and how much the
   job was held at the end. Nothing is left stopped when tact exits, however it exits.";
@@ -149,6 +154,16 @@ pub struct IdleArgs {
     #[arg(long, value_name = "DUR|auto", requires = "resources", allow_hyphen_values = true,
           value_parser = crate::jobs::idle::parse_preempt)]
     pub preempt: Option<crate::jobs::idle::Preempt>,
+    /// With --idle net, as root (CAP_NET_ADMIN): the rate of the htb tree tact builds on the
+    /// interface, in tc's units (e.g. 95mbit) [default: 95% of the link speed in
+    /// /sys/class/net/IF/speed; without either, no htb]. Given, a failure to build it is an error.
+    #[arg(long, value_name = "RATE", requires = "resources",
+          value_parser = tact_linux::rate::parse_rate)]
+    pub net_rate: Option<u64>,
+    /// With --idle net: replace a root qdisc someone else put on the interface with tact's htb
+    /// (otherwise tact leaves it and uses the gate alone). It is not put back afterwards.
+    #[arg(long, requires = "resources")]
+    pub net_replace_qdisc: bool,
 }
 
 #[derive(Debug, Args)]

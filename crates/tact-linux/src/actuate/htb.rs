@@ -16,11 +16,12 @@
 //! the job's own transmitted traffic, which the network probe cannot get otherwise.
 //!
 //! Classification. DSCP is a per-socket setting (IP_TOS / IPV6_TCLASS) that only the socket's
-//! owner can set, so a job either marks its own sockets (the library does, default LE = DSCP 1,
-//! RFC 8622) or is marked from outside by firewall mark (SO_MARK, or an iptables/nft mangle rule
-//! by cgroup, both root). Both are matched with `u32`: it is the one classifier the test machine
-//! has (no `fw`, no `cgroup` for net_cls classids, no `flower`, no ematch), and there its mark
-//! match is not built either, which [`Tc::apply`] detects. So on that machine DSCP is the way.
+//! owner can set, so a job either marks its own sockets (default LE = DSCP 1, RFC 8622) or is
+//! marked from outside: by DSCP from an nftables rule on its cgroup ([`super::nft`], what
+//! `tact run --idle net` does as root), or by firewall mark (SO_MARK, or a mangle rule, both
+//! root). Both are matched with `u32`: it is the one classifier the test machine has (no `fw`,
+//! no `cgroup` for net_cls classids, no `flower`, no ematch), and there its mark match is not
+//! built either, which [`Tc::apply`] detects. So on that machine DSCP is the way.
 
 use std::fmt;
 use std::process::Command;
@@ -189,6 +190,35 @@ fn bits(n: u64) -> String {
     format!("{n}bit")
 }
 
+/// The root qdisc of an interface, as `tc qdisc show` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootQdisc {
+    /// `pfifo_fast`, `fq_codel`, `tbf`, ...
+    pub kind: String,
+    /// `0:` for the one the kernel attaches by itself.
+    pub handle: String,
+}
+
+impl RootQdisc {
+    /// Whether the kernel attached it (handle `0:`: noqueue, pfifo_fast, mq, the default
+    /// qdisc): deleting a root qdisc brings such a one back, so replacing it loses nothing.
+    /// Any qdisc someone added has a handle of its own (tc picks `8001:` when none is given).
+    pub fn is_default(&self) -> bool {
+        self.handle == "0:"
+    }
+}
+
+/// The root qdisc in `tc qdisc show dev DEV` output: the line `qdisc KIND HANDLE root ...`.
+pub fn parse_root_qdisc(text: &str) -> Option<RootQdisc> {
+    text.lines().find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.len() >= 4 && w[0] == "qdisc" && w[3] == "root").then(|| RootQdisc {
+            kind: w[1].to_string(),
+            handle: w[2].to_string(),
+        })
+    })
+}
+
 /// The counters of one tc class.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassStats {
@@ -321,6 +351,12 @@ impl Tc {
         self.run(&plan.teardown()).map(|_| ())
     }
 
+    /// The root qdisc on `dev` now, if it has one.
+    pub fn root_qdisc(&self, dev: &str) -> Result<Option<RootQdisc>> {
+        let cmd = TcCommand(["qdisc", "show", "dev", dev].map(String::from).to_vec());
+        Ok(parse_root_qdisc(&self.run(&cmd)?))
+    }
+
     /// The counters of every class on `dev` (`tc -s class show dev DEV`).
     pub fn class_stats(&self, dev: &str) -> Result<Vec<ClassStats>> {
         let cmd = TcCommand(
@@ -391,4 +427,27 @@ pub fn parse_class_stats(source: &str, text: &str) -> Result<Vec<ClassStats>> {
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_qdisc_is_found_and_the_kernels_own_is_told_apart() {
+        let q = parse_root_qdisc(
+            "qdisc mq 0: root \nqdisc fq_codel 0: parent :1 limit 10240p flows 1024\n",
+        )
+        .unwrap();
+        assert_eq!((q.kind.as_str(), q.is_default()), ("mq", true));
+        let q = parse_root_qdisc("qdisc noqueue 0: root refcnt 2 \n").unwrap();
+        assert!(q.is_default());
+        let q =
+            parse_root_qdisc("qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 12500b lat 50ms \n")
+                .unwrap();
+        assert_eq!((q.kind.as_str(), q.handle.as_str()), ("tbf", "8001:"));
+        assert!(!q.is_default());
+        assert_eq!(parse_root_qdisc("qdisc fq_codel 0: parent :1 \n"), None);
+        assert_eq!(parse_root_qdisc(""), None);
+    }
 }

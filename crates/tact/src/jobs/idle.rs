@@ -11,6 +11,8 @@ use tact_linux::probe::block_device::{BlockDevice, BlockResolver};
 use tact_linux::probe::netstats::NetReader;
 use tact_linux::state::StateDir;
 
+use super::idle_log::NetKernel;
+use super::idle_net::{shaper_for, NetOptions, Shaper};
 use super::idle_watch::default_route_interface;
 use crate::cli::{IdleArgs, PoliteArgs};
 use crate::trace::JsonLines;
@@ -106,6 +108,10 @@ pub struct IdleSettings {
     pub cpu: bool,
     pub gated: Vec<Gated>,
     pub preempt: Option<Preempt>,
+    /// Each gated link's htb tree (where tact may build one) and what the log says about it,
+    /// in the order of the `Gated::Net` entries: built before the job starts, so that a tree
+    /// the user asked for with `--net-rate` and cannot have stops tact before anything runs.
+    pub shapers: Vec<(Option<Shaper>, NetKernel)>,
     pub json_log: Option<JsonLines>,
     /// Opened before the job starts: a tact that cannot record what it stops must not stop it.
     pub crash_records: StateDir,
@@ -155,6 +161,24 @@ impl IdleSettings {
         if gated.is_empty() && args.preempt.is_some() {
             bail!("--preempt applies to disk and net only: the CPU needs no preemption interval");
         }
+        let net = NetOptions {
+            rate_bits: args.net_rate,
+            replace_qdisc: args.net_replace_qdisc,
+        };
+        let links: Vec<&str> = gated
+            .iter()
+            .filter_map(|g| match g {
+                Gated::Net(iface) => Some(iface.as_str()),
+                Gated::Disk(_) => None,
+            })
+            .collect();
+        if links.is_empty() && (net.rate_bits.is_some() || net.replace_qdisc) {
+            bail!("--net-rate and --net-replace-qdisc apply to --idle net only");
+        }
+        let shapers = links
+            .into_iter()
+            .map(|iface| shaper_for(iface, net))
+            .collect::<Result<Vec<_>>>()?;
         if let Some(socket) = &polite.socket {
             if let Err(e) = tact_proto::Client::connect(socket) {
                 bail!("--socket {}: {e}", socket.display());
@@ -164,6 +188,7 @@ impl IdleSettings {
             cpu,
             gated,
             preempt: args.preempt,
+            shapers,
             json_log: polite
                 .json_log
                 .as_deref()

@@ -9,9 +9,10 @@
 //! (tact itself) unless it is the root: the caller falls back to SCHED_IDLE alone, saying why.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use tact_linux::actuate::cgroup_cpu::{CpuGroups, CpuHierarchy, EntityId};
+use tact_linux::actuate::cgroup2::level_of;
+use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuGroups, CpuHierarchy, EntityId};
 use tact_linux::actuate::cpu_idle::CpuIdle;
 use tact_linux::{JobTree, ProcId};
 
@@ -38,6 +39,17 @@ impl IdleCgroup {
         let mut cgroup = IdleCgroup { groups, job };
         cgroup.cover(&tree.members()).map_err(|e| e.to_string())?;
         Ok(cgroup)
+    }
+
+    /// The idle group's directory and its level, when it is on cgroup v2: the job's sockets
+    /// carry it, so `--idle net`'s marking can match it instead of moving the job out of it.
+    pub fn v2_placement(&self) -> Option<(PathBuf, usize)> {
+        let hier = self.groups.hierarchy();
+        if hier.version != CgroupVersion::V2 {
+            return None;
+        }
+        let dir = self.groups.dir();
+        level_of(&hier.cpu, dir).map(|level| (dir.to_path_buf(), level))
     }
 
     /// The idle group's directory.

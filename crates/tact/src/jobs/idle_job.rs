@@ -25,7 +25,8 @@ use super::events::{Event, Events};
 use super::guarded;
 use super::idle::{Gated, IdleSettings, Preempt};
 use super::idle_cgroup::IdleCgroup;
-use super::idle_log::{GateView, Holder, IdleLog, Setup};
+use super::idle_log::{ClassBytes, GateView, Holder, IdleLog, Setup};
+use super::idle_net::{Marking, Shaper};
 use super::idle_watch::{
     disk_default_pi, fmt_ms, net_default_pi, DefaultPi, DiskWatch, NetWatch, OwnTraffic, Probe,
 };
@@ -70,11 +71,52 @@ struct Watched {
     held: Duration,
     /// Since when this gate holds the job, while it does.
     holding_since: Option<Instant>,
+    /// The htb tree on the link, where tact could build it: clamped while this gate holds.
+    shaper: Option<Shaper>,
+    /// The htb classes' bytes at the last look (once a second: each look runs `tc`).
+    classes: Option<ClassBytes>,
 }
 
 impl Watched {
     fn view(&self) -> GateView {
-        GateView::new(self.label.clone(), &self.gate, self.fg_bytes)
+        let mut view = GateView::new(self.label.clone(), &self.gate, self.fg_bytes);
+        view.classes = self.classes;
+        view
+    }
+
+    /// Clamps the link's background class while this gate holds the job, opens it otherwise.
+    /// A `tc` that fails (someone removed the tree) ends the kernel-assisted part, not the job.
+    fn shape(&mut self, hold: bool, t: Duration) {
+        let Some(shaper) = &mut self.shaper else {
+            return;
+        };
+        if let Err(e) = shaper.set_held(hold) {
+            eprintln!(
+                "tact: t={:.2}s {}: {e}; removing the htb tree, the gate goes on alone",
+                t.as_secs_f64(),
+                self.label
+            );
+            self.remove_shaper();
+        }
+    }
+
+    /// Reads the htb classes' bytes, if there is a tree.
+    fn look_at_classes(&mut self) {
+        if let Some(shaper) = &self.shaper {
+            match shaper.class_bytes() {
+                Ok(c) => self.classes = Some(c),
+                Err(e) => tracing::warn!("{}: {e}", self.label),
+            }
+        }
+    }
+
+    /// Removes the htb tree, saying so if that fails.
+    fn remove_shaper(&mut self) {
+        if let Some(mut shaper) = self.shaper.take() {
+            if let Err(e) = shaper.remove() {
+                eprintln!("tact: {}: cannot remove the htb tree: {e}", self.label);
+            }
+        }
     }
 
     /// Counts a hold of this gate beginning or ending at `now`.
@@ -232,6 +274,8 @@ pub struct IdleJob {
     sched: Option<PerThread<sched_idle::SchedPolicy>>,
     /// The idle cgroup the job is in, when `--idle cpu` could have one.
     cgroup: Option<IdleCgroup>,
+    /// The job's packets marked DSCP LE, when a link has an htb tree and tact may mark.
+    marking: Option<Marking>,
     io: Option<PerThread<ioprio::IoPrio>>,
     restore: bool,
     log: Option<IdleLog>,
@@ -250,6 +294,7 @@ impl IdleJob {
             cpu,
             gated,
             preempt,
+            shapers,
             json_log,
             crash_records,
             verbose,
@@ -303,6 +348,7 @@ impl IdleJob {
             IdleCpu::SchedIdle
         });
         let mut io = None;
+        let mut shapers = shapers.into_iter();
         let mut watched = Vec::new();
         let mut setups = Vec::new();
         for g in &gated {
@@ -340,6 +386,13 @@ impl IdleJob {
                     (Watch::Net(w), net_default_pi())
                 }
             };
+            let (shaper, kernel) = match g {
+                Gated::Net(_) => {
+                    let (shaper, kernel) = shapers.next().expect("one per link");
+                    (shaper, Some(kernel))
+                }
+                Gated::Disk(_) => (None, None),
+            };
             let (gate, tuner, why) = gate_for(preempt, &default)?;
             eprintln!(
                 "tact: {label}: preemption interval {}{} ({why})",
@@ -351,6 +404,7 @@ impl IdleJob {
                 pi: gate.params().pi.as_secs_f64(),
                 auto: tuner.is_some(),
                 why,
+                kernel,
             });
             watched.push(Watched {
                 label,
@@ -361,8 +415,11 @@ impl IdleJob {
                 holds: 0,
                 held: Duration::ZERO,
                 holding_since: None,
+                shaper,
+                classes: None,
             });
         }
+        let marking = mark_job(&members, restore, cgroup.as_ref(), &watched, &mut setups);
         let probe = probe_interval(&watched);
         let shown = name.unwrap_or_else(|| {
             std::path::Path::new(program)
@@ -385,6 +442,7 @@ impl IdleJob {
             probe,
             sched,
             cgroup,
+            marking,
             io,
             restore,
             log,
@@ -411,6 +469,9 @@ impl IdleJob {
             .iter()
             .map(|w| (w.label.clone(), w.gate.params().pi))
             .collect();
+        for w in &mut self.watched {
+            w.look_at_classes();
+        }
         let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
         if let Some(log) = &mut self.log {
             if let Err(e) = log.summary(
@@ -425,6 +486,8 @@ impl IdleJob {
         if self.restore {
             self.restore_settings();
         }
+        // Before the cpu cgroup: the marking may match that cgroup.
+        self.remove_net_priority();
         if let Some(cgroup) = self.cgroup.take() {
             let dir = cgroup.dir().to_path_buf();
             if let Err(e) = cgroup.remove() {
@@ -472,6 +535,9 @@ impl IdleJob {
                 if let Some(guard) = &mut self.guard {
                     guard.renew(LEASE)?;
                 }
+                for w in &mut self.watched {
+                    w.look_at_classes();
+                }
                 let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
                 let held = self.held_since.is_some();
                 if let Some(log) = &mut self.log {
@@ -517,6 +583,7 @@ impl IdleJob {
             w.fg_bytes += probe.foreground;
             let hold = !w.gate.poll(t, probe.fg_active(), true);
             w.holding(hold, now);
+            w.shape(hold, t);
             if hold {
                 holders.push(holder(&w.label, &probe));
             }
@@ -596,7 +663,27 @@ impl IdleJob {
         if let Some(s) = &mut self.io {
             s.cover(&self.reader, &members)?;
         }
+        if let Some(m) = &mut self.marking {
+            // Newcomers forked inside are marked already; one that cannot be moved is worth a
+            // warning, not the job.
+            if let Err(e) = m.cover(&members) {
+                tracing::warn!("cannot move new members into the job's cgroup v2 directory: {e}");
+            }
+        }
         Ok(())
+    }
+
+    /// Takes the nftables table and the job's cgroup v2 directory away, then every htb tree,
+    /// saying what could not be removed.
+    fn remove_net_priority(&mut self) {
+        if let Some(mut m) = self.marking.take() {
+            for e in m.remove() {
+                eprintln!("tact: cannot remove the marking of the job's packets: {e}");
+            }
+        }
+        for w in &mut self.watched {
+            w.remove_shaper();
+        }
     }
 
     fn restore_settings(&mut self) {
@@ -661,6 +748,45 @@ impl IdleJob {
     pub fn root(&self) -> &PidFd {
         &self.root
     }
+}
+
+/// Marks the job's packets DSCP LE when some link has an htb tree to put them in, and tells
+/// each such link's log entry and the user what happened.
+fn mark_job(
+    members: &[ProcId],
+    attached: bool,
+    cpu_cgroup: Option<&IdleCgroup>,
+    watched: &[Watched],
+    setups: &mut [Setup],
+) -> Option<Marking> {
+    if watched.iter().all(|w| w.shaper.is_none()) {
+        return None;
+    }
+    let outcome = if attached {
+        // Moving it would take it out of its service's cgroup, and its open sockets would stay
+        // unmarked anyway.
+        Err("tact attach leaves the process in its own cgroup".to_string())
+    } else {
+        Marking::setup(members, cpu_cgroup.and_then(IdleCgroup::v2_placement))
+    };
+    let (marking, note) = match outcome {
+        Ok((m, how)) => (Some(m), how),
+        Err(why) => (
+            None,
+            format!(
+                "the job's packets are not marked ({why}): only traffic marked DSCP LE already \
+                 (sockets of tact's library gate) goes to the job's class"
+            ),
+        ),
+    };
+    for (w, s) in watched.iter().zip(setups.iter_mut()) {
+        if let (Some(_), Some(k)) = (&w.shaper, &mut s.kernel) {
+            k.marking = marking.is_some();
+            eprintln!("tact: {}: {}; {note}", w.label, k.why);
+            k.why = format!("{}; {note}", k.why);
+        }
+    }
+    marking
 }
 
 /// The gate of a resource and why it has its PI.

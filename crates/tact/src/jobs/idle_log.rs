@@ -29,6 +29,31 @@ pub struct GateView {
     pub expired_pis: u64,
     /// B\[f\] over every probe with foreground activity.
     pub harm: f64,
+    /// The htb classes on a link where tact built them (`--idle net` with CAP_NET_ADMIN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassBytes>,
+}
+
+/// What the htb classes of a link have sent since tact built them.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ClassBytes {
+    /// Class 1:10: every packet not marked LE.
+    pub fg_bytes: u64,
+    /// Class 1:20: the packets marked LE (the job's, when tact marks them).
+    pub bg_bytes: u64,
+    /// Whether the class is clamped to its floor now (the gate holds the job).
+    pub bg_held: bool,
+}
+
+/// What the kernel does for a link beyond the gate (`--idle net` where tact may).
+#[derive(Debug, Clone, Serialize)]
+pub struct NetKernel {
+    /// The htb rate in bits/s, when the tree is on the interface.
+    pub htb_rate_bits: Option<u64>,
+    /// Whether tact marks the job's packets DSCP LE (nftables by cgroup).
+    pub marking: bool,
+    /// What was applied, and why the rest was not.
+    pub why: String,
 }
 
 impl GateView {
@@ -43,6 +68,7 @@ impl GateView {
             preempted: c.preempted(),
             expired_pis: c.expired_pis(),
             harm: c.harm(),
+            classes: None,
         }
     }
 }
@@ -64,6 +90,9 @@ pub struct Setup {
     pub auto: bool,
     /// Why this PI (the default's reasoning, or "--preempt").
     pub why: String,
+    /// A link's kernel-assisted priority: applied, or why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<NetKernel>,
 }
 
 /// The resource that holds the job and what it saw.

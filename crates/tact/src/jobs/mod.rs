@@ -7,6 +7,7 @@ pub mod idle;
 mod idle_cgroup;
 mod idle_job;
 mod idle_log;
+pub(crate) mod idle_net;
 mod idle_watch;
 mod job;
 mod polite;

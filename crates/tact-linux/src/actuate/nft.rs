@@ -1,0 +1,246 @@
+//! DSCP marking of a cgroup's traffic from outside (spec idletime §6, "Marking"): a tact-owned
+//! nftables table whose output-hook rule sets IPv4 DSCP and the IPv6 traffic class's DSCP on
+//! every packet of a socket created in a given cgroup v2 directory, so that an unmodified
+//! program's packets reach the htb background class ([`super::htb`]) that matches on DSCP.
+//!
+//! ```text
+//! table inet tact-<PID> {
+//!     chain output {
+//!         type route hook output priority mangle; policy accept;
+//!         socket cgroupv2 level L "PATH" ip dscp set 1
+//!         socket cgroupv2 level L "PATH" ip6 dscp set 1
+//!     }
+//! }
+//! ```
+//!
+//! Why this form. Only a socket's owner can set IP_TOS, so marking from outside needs the
+//! firewall (CAP_NET_ADMIN). `meta cgroup` matches net_cls classids, a cgroup v1 controller that
+//! is rarely mounted; `socket cgroupv2` matches the cgroup v2 directory the socket was created in
+//! (or any descendant, by `level`), with no controller needed. A `route` chain, as iptables'
+//! mangle OUTPUT, re-routes a packet whose marking changed. The DSCP write keeps the ECN bits.
+//!
+//! Limits the caller must say: the match is on the cgroup the *socket* was created in, so
+//! sockets a process opened before it was moved into the cgroup stay unmarked; and nft resolves
+//! the path below its built-in `/sys/fs/cgroup` ([`NFT_CGROUP_ROOT`]), so a cgroup2 mounted
+//! elsewhere cannot be named.
+
+use std::io::Write;
+use std::path::{Component, Path};
+use std::process::{Command, Stdio};
+
+use crate::error::{Error, Result};
+use crate::probe::caps::{has_capability, Capability};
+
+/// The directory nft (1.0) prepends to a `socket cgroupv2` path before it looks the cgroup up.
+pub const NFT_CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The marking of one cgroup's traffic, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DscpMark {
+    /// The nftables table (family `inet`) that holds the rule: tact's alone.
+    pub table: String,
+    /// The cgroup as nft names it: its directory relative to [`NFT_CGROUP_ROOT`].
+    pub cgroup: String,
+    /// The cgroup's depth in its hierarchy (the hierarchy's root is level 0).
+    pub level: usize,
+    pub dscp: u8,
+}
+
+impl DscpMark {
+    /// Marks traffic of sockets created in `cgroup_dir` (a cgroup v2 directory at depth `level`
+    /// of its hierarchy) with `dscp`, in table `table` (letters, digits, `-`, `_`).
+    pub fn new(table: &str, cgroup_dir: &Path, level: usize, dscp: u8) -> Result<DscpMark> {
+        let invalid = |reason: String| Error::Unavailable {
+            what: format!("DSCP marking of {} by nftables", cgroup_dir.display()),
+            reason,
+        };
+        if table.is_empty()
+            || !table
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid(format!("`{table}` is not a table name tact makes")));
+        }
+        if dscp > 63 {
+            return Err(invalid(format!("DSCP {dscp} is above 63")));
+        }
+        if level == 0 {
+            return Err(invalid(
+                "the hierarchy's root holds every process; mark a cgroup below it".into(),
+            ));
+        }
+        let cgroup = nft_cgroup_path(cgroup_dir).map_err(invalid)?;
+        Ok(DscpMark {
+            table: table.to_string(),
+            cgroup,
+            level,
+            dscp,
+        })
+    }
+
+    /// The `nft -f` script that creates the table with its rules.
+    pub fn script(&self) -> String {
+        let rule = |family: &str| {
+            format!(
+                "        socket cgroupv2 level {} \"{}\" {family} dscp set {}\n",
+                self.level, self.cgroup, self.dscp
+            )
+        };
+        format!(
+            "table inet {} {{\n    chain output {{\n        type route hook output priority mangle; policy accept;\n{}{}    }}\n}}\n",
+            self.table,
+            rule("ip"),
+            rule("ip6")
+        )
+    }
+
+    /// The arguments of `nft` that delete the table, rules and all.
+    pub fn delete_args(&self) -> Vec<String> {
+        ["delete", "table", "inet", &self.table]
+            .map(String::from)
+            .to_vec()
+    }
+}
+
+/// `dir` as nft's `socket cgroupv2` names it: relative to [`NFT_CGROUP_ROOT`], with no `..`
+/// and no character that would end nft's quoted string. `Err`: why it cannot be named.
+pub fn nft_cgroup_path(dir: &Path) -> std::result::Result<String, String> {
+    let rel = dir.strip_prefix(NFT_CGROUP_ROOT).map_err(|_| {
+        format!(
+            "nft names cgroups below {NFT_CGROUP_ROOT} only, and {} is not there",
+            dir.display()
+        )
+    })?;
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(format!("{} is not a plain path", dir.display()));
+    }
+    let text = rel
+        .to_str()
+        .filter(|t| !t.is_empty() && !t.contains(['"', '\\', '\n']))
+        .ok_or_else(|| format!("nft cannot quote the path {}", dir.display()))?;
+    Ok(text.to_string())
+}
+
+/// Runs `nft` in this process's network namespace.
+#[derive(Debug, Clone, Default)]
+pub struct Nft;
+
+impl Nft {
+    /// What marking needs: CAP_NET_ADMIN, and an `nft` that talks to a kernel with nf_tables
+    /// (`nft list tables` fails without it).
+    pub fn check(&self) -> Result<()> {
+        if !has_capability(Capability::NetAdmin)? {
+            return Err(Error::Unavailable {
+                what: "nftables (DSCP marking of the job's packets)".into(),
+                reason: "it needs CAP_NET_ADMIN".into(),
+            });
+        }
+        self.run(&["list", "tables"], None).map(drop)
+    }
+
+    /// Creates the marking's table. A table of that name that exists already is an error, not
+    /// reused: it is not this run's.
+    pub fn apply(&self, mark: &DscpMark) -> Result<()> {
+        if self.exists(&mark.table)? {
+            return Err(Error::Unavailable {
+                what: format!("the nftables table inet {}", mark.table),
+                reason: "it exists already; tact makes its own and does not touch another's".into(),
+            });
+        }
+        self.run(&["-f", "-"], Some(&mark.script())).map(drop)
+    }
+
+    /// Deletes the marking's table.
+    pub fn remove(&self, mark: &DscpMark) -> Result<()> {
+        let args = mark.delete_args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run(&args, None).map(drop)
+    }
+
+    /// Whether table `inet NAME` exists.
+    pub fn exists(&self, table: &str) -> Result<bool> {
+        let listed = self.run(&["list", "tables", "inet"], None)?;
+        Ok(listed
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["table", "inet", table]))
+    }
+
+    /// Runs `nft ARGS` with `stdin`; its standard output, or an error with the command line and
+    /// nft's message.
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        let command = format!("nft {}", args.join(" "));
+        let fail = |msg: String| Error::Command {
+            command: command.clone(),
+            msg,
+        };
+        let mut child = Command::new("nft")
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| fail(format!("cannot run nft: {e} (is nftables installed?)")))?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes())
+                .map_err(|e| fail(format!("cannot write nft's input: {e}")))?;
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| fail(format!("cannot wait for nft: {e}")))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(fail(format!("{}: {}", out.status, stderr.trim())));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_marks_both_families_of_one_cgroup() {
+        let m = DscpMark::new(
+            "tact-42",
+            Path::new("/sys/fs/cgroup/unified/tact-42-net"),
+            1,
+            1,
+        )
+        .unwrap();
+        assert_eq!(m.cgroup, "unified/tact-42-net");
+        let s = m.script();
+        assert!(s.starts_with("table inet tact-42 {\n"), "{s}");
+        assert!(
+            s.contains("type route hook output priority mangle; policy accept;"),
+            "{s}"
+        );
+        assert!(
+            s.contains("socket cgroupv2 level 1 \"unified/tact-42-net\" ip dscp set 1\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("socket cgroupv2 level 1 \"unified/tact-42-net\" ip6 dscp set 1\n"),
+            "{s}"
+        );
+        assert_eq!(m.delete_args(), ["delete", "table", "inet", "tact-42"]);
+    }
+
+    #[test]
+    fn cgroups_nft_cannot_name_are_refused() {
+        let p = |s: &str| nft_cgroup_path(Path::new(s));
+        assert_eq!(p("/sys/fs/cgroup/a/b").unwrap(), "a/b");
+        assert!(p("/mnt/cg2/tact-1-net").unwrap_err().contains("below"));
+        assert!(p("/sys/fs/cgroup").is_err());
+        assert!(p("/sys/fs/cgroup/a/../b").is_err());
+        assert!(p("/sys/fs/cgroup/a\"b").is_err());
+        let dir = Path::new("/sys/fs/cgroup/x");
+        assert!(DscpMark::new("tact 1", dir, 1, 1).is_err());
+        assert!(DscpMark::new("t", dir, 1, 64).is_err());
+        assert!(DscpMark::new("t", dir, 0, 1).is_err());
+    }
+}

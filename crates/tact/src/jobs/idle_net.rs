@@ -1,0 +1,274 @@
+//! The kernel-assisted half of `--idle net` (spec idletime §6, "Network"), where tact may
+//! (CAP_NET_ADMIN): an htb tree on the interface's egress whose background class sits below the
+//! foreground and is clamped to its floor while the gate holds the job (the PI), and the job's
+//! packets marked DSCP LE from outside so that they land in that class: the job in a cgroup v2
+//! directory of its own and an nftables rule on sockets of that cgroup.
+//!
+//! Each part is set up only where it can be and says why not otherwise; the user-level gate runs
+//! either way. Both are undone when dropped, so every exit path that unwinds removes them.
+
+use std::path::PathBuf;
+
+use tact_linux::actuate::cgroup2::JobCgroup2;
+use tact_linux::actuate::htb::{self, BgMatch, HtbPlan, RootQdisc, Tc, DSCP_LE};
+use tact_linux::actuate::nft::{DscpMark, Nft};
+use tact_linux::probe::netstats::NetReader;
+use tact_linux::rate::fmt_rate;
+use tact_linux::ProcId;
+
+use super::idle_log::{ClassBytes, NetKernel};
+
+/// The htb rate as a share of the link's speed: just under it, so that the queue forms in htb,
+/// where the foreground goes first, and not in the NIC's ring, which is one FIFO.
+const RATE_OF_LINK: f64 = 0.95;
+
+/// How the user asked for the kernel-assisted mode.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NetOptions {
+    /// `--net-rate`: the htb rate; when given, a failure to set htb up is an error.
+    pub rate_bits: Option<u64>,
+    /// `--net-replace-qdisc`: replace a root qdisc someone else added (not restored).
+    pub replace_qdisc: bool,
+}
+
+/// The htb tree on one interface.
+pub struct Shaper {
+    tc: Tc,
+    plan: HtbPlan,
+    held: bool,
+    removed: bool,
+}
+
+impl Shaper {
+    /// Builds the tree on `iface`, or says why not. What it applied, for the user, comes with it.
+    pub fn setup(iface: &str, opts: NetOptions) -> Result<(Shaper, String), String> {
+        let (rate, from) = match opts.rate_bits {
+            Some(r) => (r, "--net-rate".to_string()),
+            None => match NetReader::new().speed_bits(iface) {
+                Ok(Some(link)) => (
+                    (link as f64 * RATE_OF_LINK) as u64,
+                    format!("95% of the link's {}", fmt_rate(link)),
+                ),
+                Ok(None) => {
+                    return Err(format!(
+                        "the link speed of {iface} is unknown (/sys/class/net/{iface}/speed); \
+                         give it with --net-rate RATE"
+                    ))
+                }
+                Err(e) => return Err(e.to_string()),
+            },
+        };
+        let tc = Tc::new();
+        tc.check(iface).map_err(|e| e.to_string())?;
+        let plan =
+            HtbPlan::new(iface, rate, vec![BgMatch::Dscp(DSCP_LE)]).map_err(|e| e.to_string())?;
+        let mut replaced = String::new();
+        if let Some(q) = tc.root_qdisc(iface).map_err(|e| e.to_string())? {
+            if !q.is_default() {
+                if !opts.replace_qdisc {
+                    return Err(format!(
+                        "{iface} has a root qdisc tact did not make ({}); tact leaves it alone \
+                         (--net-replace-qdisc replaces it, and it is not put back afterwards)",
+                        describe(&q)
+                    ));
+                }
+                tc.run(&plan.teardown()).map_err(|e| e.to_string())?;
+                replaced = format!(
+                    "; replaced {} (--net-replace-qdisc: not put back)",
+                    describe(&q)
+                );
+            }
+        }
+        tc.apply(&plan).map_err(|e| e.to_string())?;
+        let how = format!(
+            "htb at {} ({from}): foreground {}, the job's class {} below it (DSCP LE), held to \
+             {} during the PI{replaced}",
+            fmt_rate(rate),
+            htb::FG_CLASS,
+            htb::BG_CLASS,
+            fmt_rate(htb::BG_FLOOR_BITS)
+        );
+        Ok((
+            Shaper {
+                tc,
+                plan,
+                held: false,
+                removed: false,
+            },
+            how,
+        ))
+    }
+
+    pub fn rate_bits(&self) -> u64 {
+        self.plan.rate_bits
+    }
+
+    /// Clamps the background class (the gate holds the job) or opens it again; runs `tc` only
+    /// when that changes.
+    pub fn set_held(&mut self, held: bool) -> tact_linux::Result<()> {
+        if held == self.held {
+            return Ok(());
+        }
+        let cmd = if held {
+            self.plan.hold_bg()
+        } else {
+            self.plan.release_bg()
+        };
+        self.tc.run(&cmd)?;
+        self.held = held;
+        Ok(())
+    }
+
+    /// The bytes each class has sent since the tree was built.
+    pub fn class_bytes(&self) -> tact_linux::Result<ClassBytes> {
+        let stats = self.tc.class_stats(&self.plan.dev)?;
+        let bytes = |id: &str| {
+            stats
+                .iter()
+                .find(|c| c.classid == id)
+                .map_or(0, |c| c.bytes)
+        };
+        Ok(ClassBytes {
+            fg_bytes: bytes(htb::FG_CLASS),
+            bg_bytes: bytes(htb::BG_CLASS),
+            bg_held: self.held,
+        })
+    }
+
+    /// Removes the tree (the kernel puts its default root qdisc back).
+    pub fn remove(&mut self) -> tact_linux::Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        self.tc.remove(&self.plan)
+    }
+}
+
+impl Drop for Shaper {
+    fn drop(&mut self) {
+        // The last resort of an early return; the job's end calls `remove` and reports.
+        let _ = self.remove();
+    }
+}
+
+/// The htb tree on a gated link, where tact may build it, and what the log says about it. With
+/// `--net-rate` the user asked for it, so a failure is an error; otherwise tact says why not
+/// and the gate runs alone.
+pub fn shaper_for(iface: &str, net: NetOptions) -> anyhow::Result<(Option<Shaper>, NetKernel)> {
+    match Shaper::setup(iface, net) {
+        Ok((shaper, how)) => {
+            let kernel = NetKernel {
+                htb_rate_bits: Some(shaper.rate_bits()),
+                marking: false,
+                why: how,
+            };
+            Ok((Some(shaper), kernel))
+        }
+        Err(why) if net.rate_bits.is_some() => {
+            anyhow::bail!("--net-rate: no htb on {iface}: {why}")
+        }
+        Err(why) => {
+            eprintln!("tact: net:{iface}: no htb tree, the gate alone holds the job: {why}");
+            Ok((
+                None,
+                NetKernel {
+                    htb_rate_bits: None,
+                    marking: false,
+                    why: format!("no htb: {why}"),
+                },
+            ))
+        }
+    }
+}
+
+/// The job's packets marked DSCP LE: the job in a cgroup v2 directory and an nftables table
+/// that marks sockets created there.
+pub struct Marking {
+    nft: Nft,
+    mark: DscpMark,
+    /// The directory tact made for the marking; `None` when the job is in `--idle cpu`'s
+    /// cgroup on the same hierarchy, which the rule matches instead.
+    cgroup: Option<JobCgroup2>,
+    removed: bool,
+}
+
+impl Marking {
+    /// Marks the job `members`; `placed`: a tact cgroup v2 directory (and its level) the job is
+    /// in already. What it did, or why not.
+    pub fn setup(
+        members: &[ProcId],
+        placed: Option<(PathBuf, usize)>,
+    ) -> Result<(Marking, String), String> {
+        let nft = Nft;
+        nft.check().map_err(|e| e.to_string())?;
+        let me = std::process::id();
+        let (cgroup, dir, level) = match placed {
+            Some((dir, level)) => (None, dir, level),
+            None => {
+                let mut cg = JobCgroup2::create(&format!("tact-{me}-net"))
+                    .map_err(|e| format!("cannot make the job's cgroup v2 directory: {e}"))?;
+                cg.cover(members)
+                    .map_err(|e| format!("cannot move the job into {}: {e}", cg.dir().display()))?;
+                let (dir, level) = (cg.dir().to_path_buf(), cg.level());
+                (Some(cg), dir, level)
+            }
+        };
+        let mark = DscpMark::new(&format!("tact-{me}"), &dir, level, DSCP_LE)
+            .map_err(|e| e.to_string())?;
+        nft.apply(&mark).map_err(|e| e.to_string())?;
+        let how = format!(
+            "the job's packets marked DSCP LE by nftables table inet {} (sockets created in {}; \
+             sockets it opened before are not marked)",
+            mark.table,
+            dir.display()
+        );
+        Ok((
+            Marking {
+                nft,
+                mark,
+                cgroup,
+                removed: false,
+            },
+            how,
+        ))
+    }
+
+    /// Moves members found since the last look into the job's directory.
+    pub fn cover(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
+        match &mut self.cgroup {
+            Some(cg) => cg.cover(members),
+            None => Ok(()),
+        }
+    }
+
+    /// Deletes the table, then moves the job back and removes its directory; every step runs
+    /// and the errors come back.
+    pub fn remove(&mut self) -> Vec<String> {
+        if self.removed {
+            return Vec::new();
+        }
+        self.removed = true;
+        let mut errors = Vec::new();
+        if let Err(e) = self.nft.remove(&self.mark) {
+            errors.push(e.to_string());
+        }
+        if let Some(cg) = &mut self.cgroup {
+            if let Err(e) = cg.remove() {
+                errors.push(e.to_string());
+            }
+        }
+        errors
+    }
+}
+
+impl Drop for Marking {
+    fn drop(&mut self) {
+        // The last resort of an early return; the job's end calls `remove` and reports.
+        let _ = self.remove();
+    }
+}
+
+fn describe(q: &RootQdisc) -> String {
+    format!("{} {}", q.kind, q.handle)
+}

@@ -1,0 +1,433 @@
+//! `tact run --idle net` with the kernel's help (root only): the htb tree on the watched link, the
+//! job's packets marked DSCP LE by nftables from its cgroup v2 directory, the background class
+//! clamped while foreground traffic flows, and all of it gone when tact ends (normal exit and
+//! SIGTERM). tact runs in a network namespace the test creates, sending through a veth pair to
+//! a second one; the test mounts the cgroup2 hierarchy inside `ip netns exec`'s private mount
+//! namespace (which hides the host's), at a path other than the host's, so tact must find it
+//! from mountinfo. Skipped, saying why, without root, `tc` or `nft`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::Signal;
+use tact_linux::actuate::htb::{self, Tc};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Why the test cannot run here, if it cannot.
+fn cannot_run() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("network namespaces, tc and nftables need root".into());
+    }
+    for (tool, arg) in [("tc", "-V"), ("nft", "--version"), ("python3", "--version")] {
+        match Command::new(tool).arg(arg).output() {
+            Ok(o) if o.status.success() => {}
+            _ => return Some(format!("`{tool}` is not installed")),
+        }
+    }
+    if cgroup2_dir().is_none() {
+        return Some("no cgroup2 hierarchy is mounted".into());
+    }
+    None
+}
+
+/// This process's cgroup v2 directory, where tact (its child) makes the job's.
+fn cgroup2_dir() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = info.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split(' ').next() == Some("cgroup2"))
+            .then(|| pre.split(' ').nth(4).map(PathBuf::from))
+    })??;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(mount.join(path.trim_start_matches('/')))
+}
+
+/// Two network namespaces joined by a veth pair, deleted on drop: tact and the job in `outer`,
+/// their traffic leaving through `link` toward `inner` (10.97.N.2).
+struct Rig {
+    outer: String,
+    inner: String,
+    link: String,
+    peer: String,
+}
+
+impl Rig {
+    fn new(tag: &str) -> Rig {
+        let id = std::process::id();
+        let rig = Rig {
+            outer: format!("tact-test-netk-{tag}o-{id}"),
+            inner: format!("tact-test-netk-{tag}i-{id}"),
+            link: format!("tk{tag}o{}", id % 100_000),
+            peer: format!("tk{tag}i{}", id % 100_000),
+        };
+        let net = tag.as_bytes()[0] - b'a' + 1;
+        rig.ip(&["netns", "add", &rig.outer]);
+        rig.ip(&["netns", "add", &rig.inner]);
+        rig.ip(&[
+            "-n", &rig.outer, "link", "add", &rig.link, "type", "veth", "peer", "name", &rig.peer,
+            "netns", &rig.inner,
+        ]);
+        let (o, i) = (format!("10.97.{net}.1/24"), format!("10.97.{net}.2/24"));
+        rig.ip(&["-n", &rig.outer, "addr", "add", &o, "dev", &rig.link]);
+        rig.ip(&["-n", &rig.inner, "addr", "add", &i, "dev", &rig.peer]);
+        rig.ip(&["-n", &rig.outer, "link", "set", &rig.link, "up"]);
+        rig.ip(&["-n", &rig.inner, "link", "set", &rig.peer, "up"]);
+        rig
+    }
+
+    fn sink(&self) -> String {
+        let net = self.link.as_bytes()[2] - b'a' + 1;
+        format!("10.97.{net}.2")
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `CMD...` in the outer namespace.
+    fn outer(&self, cmd: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.outer])
+            .args(cmd)
+            .output()
+            .unwrap()
+    }
+
+    fn tc(&self) -> Tc {
+        Tc::in_netns(&self.outer)
+    }
+
+    /// Bytes sent by the foreground and the background class.
+    fn classes(&self) -> (u64, u64) {
+        let stats = self.tc().class_stats(&self.link).unwrap();
+        let bytes = |id| {
+            stats
+                .iter()
+                .find(|c| c.classid == id)
+                .map_or(0, |c| c.bytes)
+        };
+        (bytes(htb::FG_CLASS), bytes(htb::BG_CLASS))
+    }
+
+    /// Whether the background class is clamped to its floor now.
+    fn bg_clamped(&self) -> bool {
+        let out = self.outer(&[
+            "tc",
+            "class",
+            "show",
+            "dev",
+            &self.link,
+            "classid",
+            htb::BG_CLASS,
+        ]);
+        String::from_utf8_lossy(&out.stdout).contains("ceil 8Kbit")
+    }
+
+    fn root_qdisc(&self) -> String {
+        let out = self.outer(&["tc", "qdisc", "show", "dev", &self.link]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn nft_tables(&self) -> String {
+        String::from_utf8_lossy(&self.outer(&["nft", "list", "tables"]).stdout).into_owned()
+    }
+
+    /// UDP datagrams of 1400 bytes to the sink every millisecond for `secs`, from `outer`, with
+    /// nothing to do with tact: the foreground.
+    fn foreground(&self, secs: f64) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.outer, "python3", "-c"])
+            .arg(sender(&self.sink(), secs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        for ns in [&self.outer, &self.inner] {
+            Command::new("ip").args(["netns", "del", ns]).output().ok();
+        }
+    }
+}
+
+/// A python program that sends 1400-byte datagrams to `sink` port 9 every millisecond for
+/// `secs` (the sink is closed: ICMP errors fail some sends, which is fine).
+fn sender(sink: &str, secs: f64) -> String {
+    format!(
+        "import socket, time\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         end = time.monotonic() + {secs}\n\
+         while time.monotonic() < end:\n\
+         \x20   try: s.sendto(b'x' * 1400, ('{sink}', 9))\n\
+         \x20   except OSError: pass\n\
+         \x20   time.sleep(0.001)\n"
+    )
+}
+
+/// A tact that a failing test leaves running gets SIGTERM (it passes it on to its job and cleans
+/// up) and is waited for.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            kill(self.0.id() as i32, Signal::SIGTERM);
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `tact run --idle net:LINK --net-rate 100mbit` in the rig's outer namespace, with the cgroup2
+/// hierarchy mounted at /sys/fs/cgroup there; `job` is a shell script.
+fn start_tact(rig: &Rig, dir: &Path, job: &str) -> (Running, PathBuf) {
+    start_tact_with(rig, dir, &[], job)
+}
+
+/// [`start_tact`] with more options.
+fn start_tact_with(rig: &Rig, dir: &Path, extra: &[&str], job: &str) -> (Running, PathBuf) {
+    let log = dir.join("idle.jsonl");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &rig.outer, "sh", "-c"])
+        .arg("mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_tact"))
+        .env_remove("TACT_LOG")
+        .env("TACT_RUNTIME_DIR", dir.join("runtime"))
+        .env("TACT_SOCKET", dir.join("no-daemon.sock"))
+        .current_dir(dir)
+        .args(["run", "--idle"])
+        .arg(format!("net:{}", rig.link))
+        .args(["--net-rate", "100mbit", "--preempt", "50ms"])
+        .args(extra)
+        .arg("--json-log")
+        .arg(&log)
+        .args(["--", "sh", "-c", job])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (Running(child), log)
+}
+
+fn start_record(log: &Path) -> Option<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .ok()?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["kind"] == "start")
+}
+
+/// Waits for tact's start record and checks that the htb tree and the marking are in place:
+/// the class tree on the link, the nftables table, the job's cgroup directory.
+fn started(rig: &Rig, tact: &Child, log: &Path) -> PathBuf {
+    wait_for(PATIENCE, "tact's start record", || {
+        start_record(log).is_some()
+    });
+    let start = start_record(log).unwrap();
+    let kernel = &start["gates"][0]["kernel"];
+    assert_eq!(kernel["htb_rate_bits"], 100_000_000, "{start}");
+    assert_eq!(kernel["marking"], true, "{start}");
+    assert!(
+        rig.root_qdisc().contains("qdisc htb 1: root"),
+        "{}",
+        rig.root_qdisc()
+    );
+    let table = format!("table inet tact-{}", tact.id());
+    assert!(rig.nft_tables().contains(&table), "{}", rig.nft_tables());
+    let cgroup = cgroup2_dir()
+        .unwrap()
+        .join(format!("tact-{}-net", tact.id()));
+    assert!(cgroup.is_dir(), "{} is missing", cgroup.display());
+    cgroup
+}
+
+/// After tact: the link has its default root qdisc again, and the table and cgroup are gone.
+fn cleaned_up(rig: &Rig, tact_pid: u32, cgroup: &Path) {
+    let qdisc = rig.root_qdisc();
+    assert!(!qdisc.contains("htb"), "{qdisc}");
+    assert!(qdisc.contains(" 0: root"), "{qdisc}");
+    let tables = rig.nft_tables();
+    assert!(!tables.contains(&format!("tact-{tact_pid}")), "{tables}");
+    assert!(!cgroup.exists(), "{} is left", cgroup.display());
+}
+
+fn stderr_of(tact: &mut Child) -> String {
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut tact.stderr.take().unwrap(), &mut err).unwrap();
+    err
+}
+
+#[test]
+fn the_jobs_packets_go_below_the_foreground_and_everything_goes_at_its_end() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("a");
+    let dir = tempfile::tempdir().unwrap();
+    let (sent, go) = (dir.path().join("sent"), dir.path().join("go"));
+    // The job waits for tact to place it (its sockets must be made in its cgroup), sends for
+    // two seconds, then idles until the test lets it end.
+    let job = format!(
+        "sleep 1; python3 -c \"{}\"; touch {sent}; while [ ! -e {go} ]; do sleep 0.05; done",
+        sender(&rig.sink(), 2.0),
+        sent = sent.display(),
+        go = go.display()
+    );
+    let (mut tact, log) = start_tact(&rig, dir.path(), &job);
+    let cgroup = started(&rig, &tact.0, &log);
+    wait_for(PATIENCE, "the job to send", || sent.exists());
+    let (fg, bg) = rig.classes();
+    // Two seconds of 1400-byte datagrams every millisecond, held often by the gate (the job's
+    // own traffic counts as foreground, so how many got out depends on the load); the
+    // foreground class saw stray frames at most.
+    assert!(bg > 20 * 1400, "background class: {bg} bytes");
+    assert!(
+        fg < 16 << 10,
+        "foreground class: {fg} bytes while only the job sent"
+    );
+
+    // The job is quiet: once a PI has passed, its class is open again.
+    wait_for(PATIENCE, "the background class to open", || {
+        !rig.bg_clamped()
+    });
+    let mut foreground = rig.foreground(2.0);
+    let mut clamped = 0;
+    while foreground.try_wait().unwrap().is_none() {
+        clamped += u32::from(rig.bg_clamped());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        clamped > 0,
+        "the background class was never clamped while foreground flowed"
+    );
+    let (fg_after, bg_after) = rig.classes();
+    assert!(
+        fg_after > fg + 100 * 1400,
+        "foreground class: {fg} -> {fg_after} bytes"
+    );
+    assert!(
+        bg_after < bg + (16 << 10),
+        "background class: {bg} -> {bg_after} bytes"
+    );
+    wait_for(PATIENCE, "the background class to open again", || {
+        !rig.bg_clamped()
+    });
+
+    std::fs::write(&go, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("marked DSCP LE"), "{err}");
+    cleaned_up(&rig, tact.0.id(), &cgroup);
+}
+
+#[test]
+fn sigterm_of_tact_removes_the_tree_the_table_and_the_cgroup() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("b");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut tact, log) = start_tact(&rig, dir.path(), "sleep 600");
+    let cgroup = started(&rig, &tact.0, &log);
+    // The job is in the cgroup the nftables rule names.
+    let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+    assert!(!procs.trim().is_empty(), "the job's cgroup is empty");
+    kill(tact.0.id() as i32, Signal::SIGTERM);
+    let status = tact.0.wait().unwrap();
+    // tact passed SIGTERM on to the job and exits with its status.
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGTERM),
+        "{}",
+        stderr_of(&mut tact.0)
+    );
+    cleaned_up(&rig, tact.0.id(), &cgroup);
+}
+
+#[test]
+fn a_root_qdisc_someone_else_added_is_replaced_only_when_asked() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("c");
+    let tbf = "tc qdisc add dev LINK root tbf rate 50mbit burst 32kb latency 50ms";
+    let out = rig.outer(
+        &tbf.replace("LINK", &rig.link)
+            .split(' ')
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // --net-rate asks for the tree: with tbf in the way, tact refuses before the job runs on.
+    let (mut tact, _) = start_tact(&rig, dir.path(), "sleep 600");
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("tbf") && err.contains("--net-replace-qdisc"),
+        "{err}"
+    );
+    assert!(
+        rig.root_qdisc().contains("qdisc tbf"),
+        "{}",
+        rig.root_qdisc()
+    );
+    // Asked to replace it, tact does, and says that it will not put it back.
+    let (mut tact, log) = start_tact_with(&rig, dir.path(), &["--net-replace-qdisc"], "sleep 1");
+    started(&rig, &tact.0, &log);
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("replaced tbf"), "{err}");
+    assert!(!rig.root_qdisc().contains("tbf"), "{}", rig.root_qdisc());
+}
+
+#[test]
+fn the_network_options_need_idle_net_and_a_rate_in_tcs_units() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            &["--idle", "cpu", "--net-rate", "10mbit"][..],
+            "--idle net only",
+        ),
+        (
+            &["--idle", "cpu", "--net-replace-qdisc"][..],
+            "--idle net only",
+        ),
+        (&["--idle", "net:lo", "--net-rate", "10mbps"][..], "kbit"),
+        (&["--net-rate", "10mbit"][..], "--idle"),
+    ] {
+        let out = tact()
+            .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+            .arg("run")
+            .args(args)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
