@@ -10,7 +10,6 @@ use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
@@ -706,46 +705,7 @@ fn tc_class_stats_parse() {
     assert!(htb::parse_class_stats("tc", "").unwrap().is_empty());
 }
 
-/// Two network namespaces joined by a veth pair (`va` in the first, 10.231.7.1; `vb` in the
-/// second, 10.231.7.2), deleted on drop.
-struct Netns {
-    a: String,
-    b: String,
-}
-
 impl Netns {
-    fn create() -> Result<Netns, String> {
-        let pid = std::process::id();
-        let ns = Netns {
-            a: format!("tact-test-{pid}-a"),
-            b: format!("tact-test-{pid}-b"),
-        };
-        let ip = |args: &str| -> Result<(), String> {
-            let out = Command::new("ip")
-                .args(args.split(' '))
-                .output()
-                .map_err(|e| format!("ip: {e}"))?;
-            match out.status.success() {
-                true => Ok(()),
-                false => Err(format!(
-                    "ip {args}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )),
-            }
-        };
-        ip(&format!("netns add {}", ns.a))?;
-        ip(&format!("netns add {}", ns.b))?;
-        let (a, b) = (&ns.a, &ns.b);
-        ip(&format!(
-            "link add va netns {a} type veth peer name vb netns {b}"
-        ))?;
-        ip(&format!("-n {a} addr add 10.231.7.1/24 dev va"))?;
-        ip(&format!("-n {b} addr add 10.231.7.2/24 dev vb"))?;
-        ip(&format!("-n {a} link set va up"))?;
-        ip(&format!("-n {b} link set vb up"))?;
-        Ok(ns)
-    }
-
     /// Sends `count` UDP datagrams from namespace a to b with this TOS byte and firewall mark, from
     /// a thread that enters the namespace (a network namespace is per thread).
     fn send(&self, count: usize, tos: i32, mark: u32) {
@@ -781,21 +741,13 @@ impl Netns {
     }
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 #[test]
 fn htb_classifies_background_traffic_in_a_private_namespace() {
     if !caps::has_capability(Capability::NetAdmin).unwrap() {
         println!("skipped: tc and network namespaces need CAP_NET_ADMIN");
         return;
     }
-    let ns = match Netns::create() {
+    let ns = match Netns::create("", 231, "va", "vb") {
         Ok(ns) => ns,
         Err(e) => {
             println!("skipped: cannot create test network namespaces: {e}");

@@ -17,57 +17,11 @@ use tact_linux::actuate::nft::{DscpMark, Nft};
 use tact_linux::probe::caps::{self, Capability};
 use tact_linux::ProcReader;
 
+mod common;
+use common::Netns;
+
 const DATAGRAMS: u64 = 50;
 const PAYLOAD: u64 = 1400;
-
-/// Two namespaces joined by a veth pair (`nma` in the first, 10.232.7.1; `nmb` in the second,
-/// 10.232.7.2), deleted on drop.
-struct Netns {
-    a: String,
-    b: String,
-}
-
-impl Netns {
-    fn create() -> Result<Netns, String> {
-        let pid = std::process::id();
-        let ns = Netns {
-            a: format!("tact-test-mark-{pid}-a"),
-            b: format!("tact-test-mark-{pid}-b"),
-        };
-        let ip = |args: &str| -> Result<(), String> {
-            let out = Command::new("ip")
-                .args(args.split(' '))
-                .output()
-                .map_err(|e| format!("ip: {e}"))?;
-            match out.status.success() {
-                true => Ok(()),
-                false => Err(format!(
-                    "ip {args}: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )),
-            }
-        };
-        ip(&format!("netns add {}", ns.a))?;
-        ip(&format!("netns add {}", ns.b))?;
-        let (a, b) = (&ns.a, &ns.b);
-        ip(&format!(
-            "link add nma netns {a} type veth peer name nmb netns {b}"
-        ))?;
-        ip(&format!("-n {a} addr add 10.232.7.1/24 dev nma"))?;
-        ip(&format!("-n {b} addr add 10.232.7.2/24 dev nmb"))?;
-        ip(&format!("-n {a} link set nma up"))?;
-        ip(&format!("-n {b} link set nmb up"))?;
-        Ok(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
 
 fn bytes(tc: &Tc, class: &str) -> u64 {
     tc.class_stats("nma")
@@ -91,7 +45,7 @@ fn a_cgroups_packets_are_marked_into_the_background_class_and_the_marking_goes_a
         println!("skipped: python3 is not installed");
         return;
     }
-    let ns = match Netns::create() {
+    let ns = match Netns::create("mark-", 232, "nma", "nmb") {
         Ok(ns) => ns,
         Err(e) => {
             println!("skipped: cannot create test network namespaces: {e}");

@@ -92,3 +92,52 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// Two network namespaces joined by a veth pair (`LINK_A` in the first at 10.SUBNET.7.1,
+/// `LINK_B` in the second at 10.SUBNET.7.2), named `tact-test-TAG-PID-a/b`; deleted on drop.
+pub struct Netns {
+    pub a: String,
+    pub b: String,
+}
+
+impl Netns {
+    pub fn create(tag: &str, subnet: u8, link_a: &str, link_b: &str) -> Result<Netns, String> {
+        let pid = std::process::id();
+        let ns = Netns {
+            a: format!("tact-test-{tag}{pid}-a"),
+            b: format!("tact-test-{tag}{pid}-b"),
+        };
+        let ip = |args: &str| -> Result<(), String> {
+            let out = Command::new("ip")
+                .args(args.split(' '))
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            match out.status.success() {
+                true => Ok(()),
+                false => Err(format!(
+                    "ip {args}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+            }
+        };
+        ip(&format!("netns add {}", ns.a))?;
+        ip(&format!("netns add {}", ns.b))?;
+        let (a, b) = (&ns.a, &ns.b);
+        ip(&format!(
+            "link add {link_a} netns {a} type veth peer name {link_b} netns {b}"
+        ))?;
+        ip(&format!("-n {a} addr add 10.{subnet}.7.1/24 dev {link_a}"))?;
+        ip(&format!("-n {b} addr add 10.{subnet}.7.2/24 dev {link_b}"))?;
+        ip(&format!("-n {a} link set {link_a} up"))?;
+        ip(&format!("-n {b} link set {link_b} up"))?;
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
