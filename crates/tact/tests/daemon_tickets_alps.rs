@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::wait_for;
+use common::{one_cpu, wait_for};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tact_linux::ProcReader;
@@ -55,12 +55,6 @@ fn as_nobody(cpu: usize, program: &str) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     c
-}
-
-/// The CPU everything of a test runs on: the last one this test may use.
-fn one_cpu() -> usize {
-    let cpus = tact_linux::actuate::affinity::thread_cpus(std::process::id() as i32).unwrap();
-    *cpus.last().unwrap()
 }
 
 /// A daemon of nobody's, with its socket, state, crash records (`run/`) and stderr in one

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{kill, tact, wait_for};
+use common::{kill, one_cpu, tact, wait_for};
 use nix::sys::signal::Signal;
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::{ProcId, ProcReader};
@@ -55,12 +55,6 @@ fn as_uid(uid: u32, program: &str) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     c
-}
-
-/// The CPU everything of a test runs on: the last one this test may use.
-fn one_cpu() -> usize {
-    let cpus = tact_linux::actuate::affinity::thread_cpus(std::process::id() as i32).unwrap();
-    *cpus.last().unwrap()
 }
 
 /// CPU-bound processes of one uid, pinned to one CPU; killed when dropped (through pidfds checked

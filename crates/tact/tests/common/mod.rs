@@ -252,3 +252,9 @@ pub fn tickets_daemon(dir: &Path, extra: &[&str]) -> Command {
         .stdout(Stdio::null());
     c
 }
+
+/// The CPU everything of a test runs on: the last one this test may use.
+pub fn one_cpu() -> usize {
+    let cpus = tact_linux::actuate::affinity::thread_cpus(std::process::id() as i32).unwrap();
+    *cpus.last().unwrap()
+}
