@@ -39,7 +39,8 @@ pub use reply::{
     JobStatus, Status, Welcome,
 };
 pub use request::{
-    GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, Report, ReportState, Request,
+    ClassReport, GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, NetKernelReport,
+    Report, ReportState, Request,
 };
 
 /// The protocol version every message carries as `"v"`. It changes when a message's meaning
@@ -71,3 +72,7 @@ pub const MAX_RATE: f64 = 1e15;
 
 /// Most gates an idle-gated job reports (one per disk or link it names).
 pub const MAX_GATES: usize = 16;
+
+/// Longest explanation a report carries (a link's kernel-assisted `why`): 16 gates of it still
+/// fit a message.
+pub const MAX_WHY: usize = 1024;

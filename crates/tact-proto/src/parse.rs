@@ -6,11 +6,12 @@ use serde_json::{Map, Value};
 
 use crate::error::ProtoError;
 use crate::request::{
-    GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, Report, ReportState, Request,
+    ClassReport, GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, NetKernelReport,
+    Report, ReportState, Request,
 };
 use crate::{
-    MAX_DAY_MS, MAX_GATES, MAX_MESSAGE, MAX_NAME, MAX_PID, MAX_RATE, MAX_TOTAL_MS, PRIORITY_MAX,
-    PRIORITY_MIN, VERSION,
+    MAX_DAY_MS, MAX_GATES, MAX_MESSAGE, MAX_NAME, MAX_PID, MAX_RATE, MAX_TOTAL_MS, MAX_WHY,
+    PRIORITY_MAX, PRIORITY_MIN, VERSION,
 };
 
 /// Parses one request line (without its newline).
@@ -337,7 +338,45 @@ impl<'a> Fields<'a> {
             preempted: self.count("preempted")?,
             expired_pis: self.count("expired_pis")?,
             harm: self.opt_amount("harm", 1.0)?.unwrap_or(0.0),
+            kernel: match self.opt_object("kernel")? {
+                None => None,
+                Some(obj) => Some(Fields::new(obj, &self.path("kernel")).net_kernel()?),
+            },
         })
+    }
+
+    /// A gate's `kernel` object.
+    fn net_kernel(&self) -> Result<NetKernelReport, ProtoError> {
+        Ok(NetKernelReport {
+            htb_rate_bits: self
+                .opt_int("htb_rate_bits", 1, i64::MAX)?
+                .map(|r| r as u64),
+            marking: self.opt_bool("marking")?.unwrap_or(false),
+            why: self.opt_string("why", MAX_WHY)?.unwrap_or_default(),
+            classes: match self.opt_object("classes")? {
+                None => None,
+                Some(obj) => {
+                    let path = self.path("classes");
+                    let f = Fields::new(obj, &path);
+                    Some(ClassReport {
+                        fg_bytes: f.count("fg_bytes")?,
+                        bg_bytes: f.count("bg_bytes")?,
+                        bg_held: f.opt_bool("bg_held")?.unwrap_or(false),
+                    })
+                }
+            },
+        })
+    }
+
+    /// A boolean, or `None` when absent or `null`.
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, ProtoError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => {
+                Err(self.err(name, format!("must be a boolean, not {}", kind_of(other))))
+            }
+        }
     }
 
     /// A 4×4 matrix of counts (rows and columns as in [`GateReport::counters`]); zeros when
@@ -565,6 +604,79 @@ mod tests {
             e.starts_with("report.idle.gates: must have at most 16 items"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_links_kernel_part_round_trips_and_bad_ones_name_the_field() {
+        let gate = GateReport {
+            resource: "net:veth0".into(),
+            state: GateState::Released,
+            pi_ms: 10.0,
+            holds: 0,
+            held_ms: 0,
+            fg_bytes: 0,
+            counters: [[0; 4]; 4],
+            preempted: 0,
+            expired_pis: 0,
+            harm: 0.0,
+            kernel: Some(NetKernelReport {
+                htb_rate_bits: Some(95_000_000),
+                marking: false,
+                why: "htb at 95Mbit; the job's packets are not marked (no nft)".into(),
+                classes: Some(ClassReport {
+                    fg_bytes: 1200,
+                    bg_bytes: 3_400_000,
+                    bg_held: true,
+                }),
+            }),
+        };
+        let report = Report {
+            state: ReportState::Running,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 0,
+            suspend_for_ms: 0,
+            idle: Some(IdleReport {
+                cpu: None,
+                gates: vec![gate],
+            }),
+        };
+        let sent = Request::Report { job: 2, report };
+        let line = sent.to_line();
+        assert_eq!(parse_request(&line[..line.len() - 1]), Ok(sent));
+
+        let bad = |kernel: &str| {
+            err(&format!(
+                r#"{{"v":1,"op":"report","job":1,"report":{{"state":"running","idle":{{"gates":[
+                {{"resource":"net:lo","state":"held","pi_ms":1,"kernel":{kernel}}}]}}}}}}"#
+            ))
+        };
+        let at = "report.idle.gates[0].kernel";
+        let e = bad("1");
+        assert!(e.starts_with(&format!("{at}: must be an object")), "{e}");
+        let e = bad(r#"{"marking":"yes"}"#);
+        assert!(
+            e.starts_with(&format!("{at}.marking: must be a boolean")),
+            "{e}"
+        );
+        let e = bad(r#"{"htb_rate_bits":0}"#);
+        assert!(e.starts_with(&format!("{at}.htb_rate_bits: ")), "{e}");
+        let e = bad(&format!(r#"{{"why":"{}"}}"#, "x".repeat(MAX_WHY + 1)));
+        assert!(e.starts_with(&format!("{at}.why: must be at most")), "{e}");
+        let e = bad(r#"{"classes":{"bg_bytes":-1}}"#);
+        assert!(e.starts_with(&format!("{at}.classes.bg_bytes: ")), "{e}");
+        // Every field is optional: a newer client may send less.
+        let r = parse_request(
+            br#"{"v":1,"op":"report","job":1,"report":{"state":"running","idle":{"gates":[
+                {"resource":"net:lo","state":"held","pi_ms":1,"kernel":{}}]}}}"#,
+        )
+        .unwrap();
+        let Request::Report { report, .. } = r else {
+            panic!("{r:?}")
+        };
+        let k = report.idle.unwrap().gates[0].kernel.clone().unwrap();
+        assert_eq!((k.htb_rate_bits, k.marking, k.classes), (None, false, None));
     }
 
     #[test]

@@ -292,6 +292,12 @@ mod tests {
                 preempted: 1,
                 expired_pis: 1,
                 harm: 0.5,
+                kernel: Some(crate::NetKernelReport {
+                    htb_rate_bits: Some(1_000_000),
+                    marking: true,
+                    why: "htb at 1Mbit".into(),
+                    classes: None,
+                }),
             }],
         });
         let line = ok_line(&status);

@@ -146,6 +146,42 @@ pub struct GateReport {
     /// B\[f\] over every probe with foreground activity (0 to 1).
     #[serde(default)]
     pub harm: f64,
+    /// What the kernel does for a link beyond the gate (`--idle net` as root); `None` for disks
+    /// and from jobs that predate it. Added within version 1: daemons that predate it ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<NetKernelReport>,
+}
+
+/// The kernel-assisted part of a link's gate: the htb tree on its egress and the marking of the
+/// job's packets (`docs/idle.md`, "Kernel-assisted network priority").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetKernelReport {
+    /// The htb rate in bits/s; `None` when tact built no tree on the link.
+    #[serde(default)]
+    pub htb_rate_bits: Option<u64>,
+    /// Whether tact marks the job's packets DSCP LE (nftables, by the job's cgroup).
+    #[serde(default)]
+    pub marking: bool,
+    /// What was applied and why not the rest (at most [`crate::MAX_WHY`] bytes).
+    #[serde(default)]
+    pub why: String,
+    /// The bytes the tree's classes have sent, once a second; `None` without a tree.
+    #[serde(default)]
+    pub classes: Option<ClassReport>,
+}
+
+/// What the htb classes of a link have sent since tact built them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassReport {
+    /// Class 1:10: every packet not marked LE.
+    #[serde(default)]
+    pub fg_bytes: u64,
+    /// Class 1:20: the packets marked LE (the job's, when tact marks them).
+    #[serde(default)]
+    pub bg_bytes: u64,
+    /// Whether the job's class is clamped to its floor now (the gate holds the job).
+    #[serde(default)]
+    pub bg_held: bool,
 }
 
 /// Whether a gate lets the job run.

@@ -4,7 +4,10 @@
 //! SIGTERM). tact runs in a network namespace the test creates, sending through a veth pair to
 //! a second one; the test mounts the cgroup2 hierarchy inside `ip netns exec`'s private mount
 //! namespace (which hides the host's), at a path other than the host's, so tact must find it
-//! from mountinfo. Skipped, saying why, without root, `tc` or `nft`.
+//! from mountinfo. Also: a SIGKILLed tact's table and tree swept by the next tact (and a tree
+//! that is not certainly tact's left alone), the job in its cgroup from its first instruction,
+//! and `tact status` showing the tree and the marking. Skipped, saying why, without root, `tc`
+//! or `nft`.
 
 mod common;
 
@@ -343,7 +346,8 @@ fn sigterm_of_tact_removes_the_tree_the_table_and_the_cgroup() {
     }
     let rig = Rig::new("b");
     let dir = tempfile::tempdir().unwrap();
-    let (mut tact, log) = start_tact(&rig, dir.path(), "sleep 600");
+    // `exec`: dash forks for a lone command, and tact passes SIGTERM to the job's root only.
+    let (mut tact, log) = start_tact(&rig, dir.path(), "exec sleep 600");
     let cgroup = started(&rig, &tact.0, &log);
     // The job is in the cgroup the nftables rule names.
     let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
@@ -430,4 +434,228 @@ fn the_network_options_need_idle_net_and_a_rate_in_tcs_units() {
         assert!(!out.status.success(), "{args:?} was accepted");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// Files below the runtime directory's `htb` records directory.
+fn tree_records(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir.join("runtime/htb"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// SIGKILL of tact: its table, tree and record stay (the job, `sleep 2`, ends by itself).
+fn kill_tact_mid_job(rig: &Rig, dir: &Path) -> (u32, PathBuf) {
+    let (mut tact, log) = start_tact(rig, dir, "sleep 2");
+    let cgroup = started(rig, &tact.0, &log);
+    let pid = tact.0.id();
+    assert_eq!(tree_records(dir), [format!("{pid}-{}.json", rig.link)]);
+    kill(pid as i32, Signal::SIGKILL);
+    tact.0.wait().unwrap();
+    // The next tact's start record must not be mistaken for this one's.
+    std::fs::remove_file(&log).unwrap();
+    assert!(rig.root_qdisc().contains("qdisc htb 1: root"));
+    assert!(rig.nft_tables().contains(&format!("table inet tact-{pid}")));
+    // The job leaves its directory empty when it ends.
+    wait_for(PATIENCE, "the job to end", || {
+        std::fs::read_to_string(cgroup.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+    });
+    (pid, cgroup)
+}
+
+#[test]
+fn a_killed_tacts_table_and_tree_are_swept_by_the_next_one() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("d");
+    let dir = tempfile::tempdir().unwrap();
+    let (dead, dead_cgroup) = kill_tact_mid_job(&rig, dir.path());
+    // The next tact, with --net-rate, would refuse a root qdisc it cannot tell for tact's.
+    let go = dir.path().join("go");
+    let job = format!("while [ ! -e {} ]; do sleep 0.05; done", go.display());
+    let (mut tact, log) = start_tact(&rig, dir.path(), &job);
+    let cgroup = started(&rig, &tact.0, &log);
+    std::fs::write(&go, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("removed tact {dead}'s htb tree on {}", rig.link)),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("removed the nftables table inet tact-{dead}")),
+        "{err}"
+    );
+    cleaned_up(&rig, tact.0.id(), &cgroup);
+    cleaned_up(&rig, dead, &dead_cgroup);
+    assert!(
+        tree_records(dir.path()).is_empty(),
+        "{:?}",
+        tree_records(dir.path())
+    );
+}
+
+#[test]
+fn a_tree_not_certainly_tacts_is_left_alone() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("e");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, dead_cgroup) = kill_tact_mid_job(&rig, dir.path());
+    // Someone changed the tree the dead tact left: not tact's layout any more.
+    let class = format!(
+        "tc class add dev {} parent 1:1 classid 1:30 htb rate 8kbit ceil 1mbit",
+        rig.link
+    );
+    let out = rig.outer(&class.split(' ').collect::<Vec<_>>());
+    assert!(out.status.success(), "{out:?}");
+    let refused = |why: &str| {
+        let (mut tact, _) = start_tact(&rig, dir.path(), "true");
+        let status = tact.0.wait().unwrap();
+        let err = stderr_of(&mut tact.0);
+        assert_eq!(status.code(), Some(125), "{why}: {err}");
+        assert!(err.contains("did not make (htb 1:)"), "{why}: {err}");
+        assert!(!err.contains("htb tree on"), "{why}: {err}");
+        assert!(rig.root_qdisc().contains("qdisc htb 1: root"), "{why}");
+    };
+    refused("another layout");
+    // The record went with the sweep: with the layout tact's again, nothing says it is tact's.
+    assert!(
+        tree_records(dir.path()).is_empty(),
+        "{:?}",
+        tree_records(dir.path())
+    );
+    let del = format!("tc class del dev {} classid 1:30", rig.link);
+    let out = rig.outer(&del.split(' ').collect::<Vec<_>>());
+    assert!(out.status.success(), "{out:?}");
+    refused("no record");
+    // No marking was set up, so no tact swept the dead one's empty directory: the test does.
+    std::fs::remove_dir(&dead_cgroup).unwrap();
+}
+
+#[test]
+fn the_job_is_in_its_cgroup_from_its_first_instruction() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("f");
+    let dir = tempfile::tempdir().unwrap();
+    let (seen, sent) = (dir.path().join("cgroup"), dir.path().join("sent"));
+    // The job's first command reads its cgroup, and its first socket is opened at once and used
+    // a second later, after anything tact does after the start.
+    let job = format!(
+        "cat /proc/self/cgroup > {seen}; python3 -c \"import socket, time\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         time.sleep(1.5)\n\
+         for _ in range(200): s.sendto(b'x' * 1400, ('{sink}', 9)); time.sleep(0.002)\n\"; \
+         touch {sent}",
+        seen = seen.display(),
+        sink = rig.sink(),
+        sent = sent.display()
+    );
+    let (mut tact, log) = start_tact(&rig, dir.path(), &job);
+    let cgroup = started(&rig, &tact.0, &log);
+    let name = format!("/tact-{}-net", tact.0.id());
+    let first = std::fs::read_to_string(&seen).unwrap();
+    let v2 = first.lines().find_map(|l| l.strip_prefix("0::"));
+    assert!(v2.is_some_and(|p| p.ends_with(&name)), "{first}");
+    wait_for(PATIENCE, "the job to send", || sent.exists());
+    let (fg, bg) = rig.classes();
+    assert!(bg > 20 * 1400, "background class: {bg} bytes");
+    assert!(fg < 16 << 10, "foreground class: {fg} bytes");
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("placed there before it started"), "{err}");
+    let why = start_record(&log).unwrap()["gates"][0]["kernel"]["why"].clone();
+    assert!(
+        why.to_string().contains("placed there before it started"),
+        "{why}"
+    );
+    cleaned_up(&rig, tact.0.id(), &cgroup);
+}
+
+/// A daemon the test started, stopped with SIGTERM however the test ends.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        kill(self.0.id() as i32, Signal::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn tact_status_shows_the_tree_and_the_marking() {
+    if let Some(why) = cannot_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("g");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("daemon.sock");
+    let _daemon = Daemon(
+        tact()
+            .env("TACT_RUNTIME_DIR", dir.path().join("daemon"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(PATIENCE, "the daemon to listen", || socket.exists());
+    let go = dir.path().join("go");
+    let job = format!(
+        "python3 -c \"{}\"; while [ ! -e {go} ]; do sleep 0.05; done",
+        sender(&rig.sink(), 1.0),
+        go = go.display()
+    );
+    let socket_arg = socket.to_str().unwrap();
+    let (mut run, log) = start_tact_with(&rig, dir.path(), &["--socket", socket_arg], &job);
+    let cgroup = started(&rig, &run.0, &log);
+    let status = |json: bool| {
+        let mut cmd = tact();
+        cmd.arg("status").arg("--socket").arg(&socket);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Once the job has sent, the report's classes show its bytes in its class.
+    let mut kernel = serde_json::Value::Null;
+    wait_for(PATIENCE, "the job's bytes in the status", || {
+        let v: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+        kernel = v["jobs"][0]["idle"]["gates"][0]["kernel"].clone();
+        kernel["classes"]["bg_bytes"].as_u64().unwrap_or(0) > 20 * 1400
+    });
+    assert_eq!(kernel["htb_rate_bits"], 100_000_000, "{kernel}");
+    assert_eq!(kernel["marking"], true, "{kernel}");
+    assert!(
+        kernel["why"].as_str().unwrap().contains("htb at 100mbit"),
+        "{kernel}"
+    );
+    let text = status(false);
+    let line = format!(
+        "  net:{} kernel: htb at 100mbit, the job's packets marked DSCP LE, sent: ",
+        rig.link
+    );
+    assert!(text.contains(&line), "{text}");
+    std::fs::write(&go, "").unwrap();
+    let code = run.0.wait().unwrap();
+    let err = stderr_of(&mut run.0);
+    assert_eq!(code.code(), Some(0), "{err}");
+    cleaned_up(&rig, run.0.id(), &cgroup);
 }

@@ -6,14 +6,19 @@
 //! [`JobCgroup2::create`] finds the cgroup2 mount in `/proc/self/mountinfo` (never an assumed
 //! path) and makes `OWN/NAME` below this process's own cgroup2 cgroup (`0::PATH` of
 //! `/proc/self/cgroup`), sweeping what a SIGKILLed tact left there first;
+//! [`JobCgroup2::join_before_exec`] makes a command's child join it between fork and exec, so
+//! that every socket the program opens is created there;
 //! [`JobCgroup2::cover`] moves processes in, remembering where each came from;
 //! [`JobCgroup2::remove`] (also run on drop) moves every process back (tact's cgroup for those
 //! forked inside) and removes the directory. Every error names the file.
 
 use std::collections::{HashMap, HashSet};
-use std::fs;
+use std::fs::{self, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -103,6 +108,34 @@ impl JobCgroup2 {
     /// The directory's depth in its hierarchy, as `socket cgroupv2 level` wants it.
     pub fn level(&self) -> usize {
         self.level
+    }
+
+    /// Makes the child that `command` spawns join the directory before it execs (it writes `0`,
+    /// "myself", to `cgroup.procs`), so the program runs here from its first instruction. The
+    /// file is opened now, so an error names it here; in the child a failed write is not fatal
+    /// (the program runs where it was, and [`JobCgroup2::cover`] moves it later): check with
+    /// [`JobCgroup2::holds`] after the spawn. The child forked from this process, whose cgroup
+    /// is the directory's parent, so [`JobCgroup2::remove`] moves it back to where it came from.
+    pub fn join_before_exec(&self, command: &mut Command) -> Result<()> {
+        let path = self.dir.join("cgroup.procs");
+        // O_CLOEXEC (std's default): the program itself never sees the descriptor.
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        // SAFETY: write(2) is async-signal-safe, and the closure allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1);
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether process `pid` is in the directory now.
+    pub fn holds(&self, pid: i32) -> Result<bool> {
+        Ok(read_procs(&self.dir)?.contains(&pid))
     }
 
     /// Moves the members that are not in the directory yet; members that exited are skipped.

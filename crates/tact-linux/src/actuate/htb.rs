@@ -23,11 +23,18 @@
 //! no `cgroup` for net_cls classids, no `flower`, no ematch), and there its mark match is not
 //! built either, which [`Tc::apply`] detects. So on that machine DSCP is the way.
 
+use std::ffi::CString;
 use std::fmt;
+use std::fs::{self, DirBuilder};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::probe::caps::{has_capability, Capability};
+use crate::probe::proc::{ProcId, ProcReader};
 
 /// The foreground class: where unclassified traffic goes.
 pub const FG_CLASS: &str = "1:10";
@@ -369,6 +376,200 @@ impl Tc {
     }
 }
 
+/// Whether `tc qdisc show dev DEV` and `tc class show dev DEV` describe exactly the tree an
+/// [`HtbPlan`] builds: root htb `1:` with default class 10, and the classes `1:1` (root), `1:10`
+/// (prio 0) and `1:20` (prio 7) below it, nothing else. Half of how a tree a killed tact left is
+/// told from someone else's (the other half is the [`TreeRecords`] record).
+pub fn is_tact_tree(qdiscs: &str, classes: &str) -> bool {
+    let root = qdiscs.lines().find(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        w.len() >= 4 && w[0] == "qdisc" && w[3] == "root"
+    });
+    let Some(root) = root else { return false };
+    let w: Vec<&str> = root.split_whitespace().collect();
+    let default_10 = w.windows(2).any(|p| p == ["default", "0x10"]);
+    if w[1] != "htb" || w[2] != "1:" || !default_10 {
+        return false;
+    }
+    let mut found: Vec<(String, String, Option<String>)> = classes
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            if w.first() != Some(&"class") {
+                return None;
+            }
+            let after = |key: &str| w.windows(2).find(|p| p[0] == key).map(|p| p[1].to_string());
+            let parent = if w.get(3) == Some(&"root") {
+                "root".to_string()
+            } else {
+                after("parent").unwrap_or_default()
+            };
+            Some((w.get(2)?.to_string(), parent, after("prio")))
+        })
+        .collect();
+    found.sort();
+    let want = |id: &str, parent: &str, prio: Option<&str>| {
+        (id.to_string(), parent.to_string(), prio.map(String::from))
+    };
+    found
+        == [
+            want("1:1", "root", None),
+            want(FG_CLASS, "1:1", Some("0")),
+            want(BG_CLASS, "1:1", Some("7")),
+        ]
+}
+
+/// The record of a tree tact built: whose it is, and which interface of which network namespace
+/// it is on. Interface names are per namespace and can be reused, so the record names the
+/// namespace (the device and inode of `/proc/self/ns/net`) and the interface's index too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeRecord {
+    pub owner: ProcId,
+    pub netns: (u64, u64),
+    pub dev: String,
+    pub ifindex: u32,
+}
+
+/// The records of the htb trees tact built, one file per (tact, interface) in a directory
+/// (below the runtime directory, cleared at boot along with every tree): written once a tree
+/// is up, removed with it. A SIGKILLed tact leaves both; [`TreeRecords::sweep`] removes such a
+/// tree only when the record's owner is dead, it names this network namespace and the same
+/// interface, and the root qdisc there is still exactly tact's layout ([`is_tact_tree`]).
+#[derive(Debug, Clone)]
+pub struct TreeRecords {
+    dir: PathBuf,
+}
+
+impl TreeRecords {
+    /// Uses (and creates, mode 0700) `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Result<TreeRecords> {
+        let dir = dir.into();
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| Error::io(&dir, e))?;
+        Ok(TreeRecords { dir })
+    }
+
+    /// Records that this process built a tree on `dev` (in its own network namespace).
+    pub fn write(&self, dev: &str) -> Result<()> {
+        let me = ProcReader::new().stat(std::process::id() as i32)?.id();
+        let record = TreeRecord {
+            owner: me,
+            netns: own_netns()?,
+            dev: dev.to_string(),
+            ifindex: ifindex(dev)?,
+        };
+        let path = self.path(me.pid, dev);
+        let tmp = path.with_extension("tmp");
+        let json = serde_json::to_vec(&record).expect("a record always serializes");
+        // Whole or absent: a half-written record is never read as one.
+        fs::write(&tmp, json).map_err(|e| Error::io(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+    }
+
+    /// Removes this process's record of `dev`; a missing one is fine.
+    pub fn remove(&self, dev: &str) -> Result<()> {
+        let path = self.path(std::process::id() as i32, dev);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the trees dead tacts left in this network namespace, and their records; returns
+    /// what it removed (`tact PID's htb tree on DEV`). A record whose interface is gone or has
+    /// another index (the tree went with it), or whose tree is no longer tact's layout (someone
+    /// replaced it), is removed and its qdisc left alone. Records of live tacts and of other
+    /// namespaces stay. Errors are swallowed: a sweep is housekeeping.
+    pub fn sweep(&self, tc: &Tc) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let Ok(here) = own_netns() else {
+            return Vec::new();
+        };
+        let reader = ProcReader::new();
+        let mut removed = Vec::new();
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let Some(record) = fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<TreeRecord>(&b).ok())
+            else {
+                continue;
+            };
+            let alive = reader
+                .stat(record.owner.pid)
+                .is_ok_and(|s| s.start_time == record.owner.start_time && !s.is_dead());
+            if alive || record.netns != here {
+                continue;
+            }
+            if ifindex(&record.dev).ok() == Some(record.ifindex) && self.is_tacts(tc, &record.dev) {
+                let del = TcCommand(
+                    ["qdisc", "del", "dev", &record.dev, "root"]
+                        .map(String::from)
+                        .to_vec(),
+                );
+                if tc.run(&del).is_err() {
+                    continue;
+                }
+                removed.push(format!(
+                    "tact {}'s htb tree on {}",
+                    record.owner.pid, record.dev
+                ));
+            }
+            let _ = fs::remove_file(&path);
+        }
+        removed
+    }
+
+    fn is_tacts(&self, tc: &Tc, dev: &str) -> bool {
+        let show = |object: &str| {
+            tc.run(&TcCommand(
+                [object, "show", "dev", dev].map(String::from).to_vec(),
+            ))
+        };
+        match (show("qdisc"), show("class")) {
+            (Ok(q), Ok(c)) => is_tact_tree(&q, &c),
+            _ => false,
+        }
+    }
+
+    fn path(&self, pid: i32, dev: &str) -> PathBuf {
+        self.dir.join(format!("{pid}-{dev}.json"))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// This process's network namespace: the device and inode of `/proc/self/ns/net`.
+fn own_netns() -> Result<(u64, u64)> {
+    let path = Path::new("/proc/self/ns/net");
+    let meta = fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// The index of interface `dev` in this process's network namespace (`/sys/class/net` shows
+/// the namespace sysfs was mounted in, which need not be this one).
+fn ifindex(dev: &str) -> Result<u32> {
+    let missing = || Error::Unavailable {
+        what: format!("the interface {dev}"),
+        reason: "it does not exist in this network namespace".into(),
+    };
+    let name = CString::new(dev).map_err(|_| missing())?;
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
+    match unsafe { libc::if_nametoindex(name.as_ptr()) } {
+        0 => Err(missing()),
+        i => Ok(i),
+    }
+}
+
 /// Parses `tc -s class show`: each `class KIND ID ...` line is followed by
 /// ` Sent B bytes P pkt (dropped D, ...)`. `source` names the command in errors.
 pub fn parse_class_stats(source: &str, text: &str) -> Result<Vec<ClassStats>> {
@@ -449,5 +650,78 @@ mod tests {
         assert!(!q.is_default());
         assert_eq!(parse_root_qdisc("qdisc fq_codel 0: parent :1 \n"), None);
         assert_eq!(parse_root_qdisc(""), None);
+    }
+
+    const QDISC: &str =
+        "qdisc htb 1: root refcnt 3 r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000\n";
+    const CLASSES: &str =
+        "class htb 1:10 parent 1:1 prio 0 rate 95Mbit ceil 95Mbit burst 1579b cburst 1579b \n\
+         class htb 1:1 root rate 95Mbit ceil 95Mbit burst 1579b cburst 1579b \n\
+         class htb 1:20 parent 1:1 prio 7 rate 8Kbit ceil 95Mbit burst 1600b cburst 1579b \n";
+
+    #[test]
+    fn only_the_layout_tact_builds_is_recognised_as_its_tree() {
+        assert!(is_tact_tree(QDISC, CLASSES));
+        // Someone else's htb: another handle, another default, another class or prio.
+        assert!(!is_tact_tree(&QDISC.replace("htb 1:", "htb 2:"), CLASSES));
+        assert!(!is_tact_tree(&QDISC.replace("0x10", "0x20"), CLASSES));
+        assert!(!is_tact_tree(
+            QDISC,
+            &format!("{CLASSES}class htb 1:30 parent 1:1 prio 7 rate 8Kbit ceil 95Mbit\n")
+        ));
+        assert!(!is_tact_tree(QDISC, &CLASSES.replace("prio 7", "prio 3")));
+        assert!(!is_tact_tree(
+            QDISC,
+            &CLASSES.replace("1:20 parent 1:1", "1:20 parent 1:10")
+        ));
+        assert!(!is_tact_tree(QDISC, ""));
+        assert!(!is_tact_tree(
+            "qdisc tbf 8001: root refcnt 2 rate 1Mbit\n",
+            CLASSES
+        ));
+        assert!(!is_tact_tree("", CLASSES));
+    }
+
+    #[test]
+    fn records_are_written_removed_and_kept_when_their_owner_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = TreeRecords::new(dir.path().join("htb")).unwrap();
+        records.write("lo").unwrap();
+        let path = dir
+            .path()
+            .join(format!("htb/{}-lo.json", std::process::id()));
+        let r: TreeRecord = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!((r.dev.as_str(), r.ifindex), ("lo", ifindex("lo").unwrap()));
+        assert_eq!(r.owner.pid, std::process::id() as i32);
+        // Its owner (this test) lives: the sweep leaves it, and never runs tc for it.
+        assert!(records.sweep(&Tc::in_netns("tact-test-none")).is_empty());
+        assert!(path.exists());
+        records.remove("lo").unwrap();
+        assert!(!path.exists());
+        records.remove("lo").unwrap();
+        assert!(ifindex("tact-test-nope").is_err());
+
+        // A dead owner (a pid above Linux's limit is never alive): a record of this namespace
+        // whose interface is gone goes; one of another namespace stays.
+        let dead = ProcId {
+            pid: 1 << 23,
+            start_time: 1,
+        };
+        let put = |name: &str, netns: (u64, u64)| {
+            let r = TreeRecord {
+                owner: dead,
+                netns,
+                dev: "tact-test-gone".into(),
+                ifindex: 7,
+            };
+            let p = dir.path().join("htb").join(name);
+            fs::write(&p, serde_json::to_vec(&r).unwrap()).unwrap();
+            p
+        };
+        let here = put("1-a.json", own_netns().unwrap());
+        let there = put("2-a.json", (0, 0));
+        assert!(records.sweep(&Tc::in_netns("tact-test-none")).is_empty());
+        assert!(!here.exists());
+        assert!(there.exists());
     }
 }

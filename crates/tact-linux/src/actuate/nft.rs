@@ -19,6 +19,9 @@
 //! (or any descendant, by `level`), with no controller needed. A `route` chain, as iptables'
 //! mangle OUTPUT, re-routes a packet whose marking changed. The DSCP write keeps the ECN bits.
 //!
+//! A SIGKILLed tact leaves its table; [`Nft::sweep_stale`] deletes the `tact-<PID>` tables whose
+//! PID is dead.
+//!
 //! Limits the caller must say: the match is on the cgroup the *socket* was created in, so
 //! sockets a process opened before it was moved into the cgroup stay unmarked; and nft resolves
 //! the path below its built-in `/sys/fs/cgroup` ([`NFT_CGROUP_ROOT`]), so a cgroup2 mounted
@@ -28,6 +31,7 @@ use std::io::Write;
 use std::path::{Component, Path};
 use std::process::{Command, Stdio};
 
+use super::stale;
 use crate::error::{Error, Result};
 use crate::probe::caps::{has_capability, Capability};
 
@@ -121,6 +125,15 @@ pub fn nft_cgroup_path(dir: &Path) -> std::result::Result<String, String> {
     Ok(text.to_string())
 }
 
+/// The pid in the name of a table tact makes for its marking, `tact-<PID>`.
+pub fn table_owner(name: &str) -> Option<i32> {
+    let pid = name.strip_prefix("tact-")?;
+    if !pid.bytes().all(|b| b.is_ascii_digit()) || pid.starts_with('0') {
+        return None;
+    }
+    pid.parse().ok()
+}
+
 /// Runs `nft` in this process's network namespace.
 #[derive(Debug, Clone, Default)]
 pub struct Nft;
@@ -159,10 +172,33 @@ impl Nft {
 
     /// Whether table `inet NAME` exists.
     pub fn exists(&self, table: &str) -> Result<bool> {
+        Ok(self.inet_tables()?.iter().any(|t| t == table))
+    }
+
+    /// Deletes the tables `inet tact-<PID>` whose tact is gone (a SIGKILL of tact leaves its
+    /// table), and returns their names. Only that exact form is tact's; a table of a live pid
+    /// stays (a reused pid only delays its sweep).
+    pub fn sweep_stale(&self) -> Result<Vec<String>> {
+        let mut removed = Vec::new();
+        for table in self.inet_tables()? {
+            if table_owner(&table).is_some_and(|pid| !stale::alive(pid)) {
+                self.run(&["delete", "table", "inet", &table], None)?;
+                removed.push(table);
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The names of the `inet` tables in this network namespace.
+    fn inet_tables(&self) -> Result<Vec<String>> {
         let listed = self.run(&["list", "tables", "inet"], None)?;
         Ok(listed
             .lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["table", "inet", table]))
+            .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                ["table", "inet", name] => Some(name.to_string()),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Runs `nft ARGS` with `stdin`; its standard output, or an error with the command line and
@@ -242,5 +278,17 @@ mod tests {
         assert!(DscpMark::new("tact 1", dir, 1, 1).is_err());
         assert!(DscpMark::new("t", dir, 1, 64).is_err());
         assert!(DscpMark::new("t", dir, 0, 1).is_err());
+    }
+
+    #[test]
+    fn only_tables_named_as_tact_names_them_have_an_owner() {
+        assert_eq!(table_owner("tact-4242"), Some(4242));
+        assert_eq!(table_owner("tact-test-4242"), None);
+        assert_eq!(table_owner("tact-4242-net"), None);
+        assert_eq!(table_owner("tact-"), None);
+        assert_eq!(table_owner("tact-0"), None);
+        assert_eq!(table_owner("tact-+42"), None);
+        assert_eq!(table_owner("filter"), None);
+        assert_eq!(table_owner("tact-99999999999999999999"), None);
     }
 }

@@ -49,7 +49,7 @@ fn owner(name: &str) -> Option<i32> {
 }
 
 /// Whether a process with this pid exists (signal 0: EPERM means it does, as someone else's).
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
         Ok(()) => true,
         Err(e) => e != nix::errno::Errno::ESRCH,

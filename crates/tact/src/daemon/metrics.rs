@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tact_proto::{GateReport, GateState, IdleReport, JobState, JobStatus, Status};
+use tact_proto::{GateReport, GateState, IdleReport, JobState, JobStatus, NetKernelReport, Status};
 
 use super::connection::Shared;
 
@@ -353,6 +353,71 @@ fn render_idle(out: &mut String, jobs: &[JobStatus]) {
             }
         }
     }
+    render_net_kernel(out, &gates, gate_labels);
+}
+
+/// The kernel-assisted part of links' gates (`--idle net` as root): the htb tree, the marking
+/// of the job's packets, and what each class has sent. Only gates that report one appear.
+fn render_net_kernel(
+    out: &mut String,
+    gates: &[(&JobStatus, &GateReport)],
+    gate_labels: impl Fn(&JobStatus, &GateReport) -> String,
+) {
+    let kernels: Vec<(String, &NetKernelReport)> = gates
+        .iter()
+        .filter_map(|&(j, g)| g.kernel.as_ref().map(|k| (gate_labels(j, g), k)))
+        .collect();
+    family(
+        out,
+        "tact_job_gate_htb_rate_bits",
+        "gauge",
+        "The rate of the htb tree tact built on the link, in bits/s (absent: no tree).",
+    );
+    for (l, k) in &kernels {
+        if let Some(rate) = k.htb_rate_bits {
+            let _ = writeln!(out, "tact_job_gate_htb_rate_bits{{{l}}} {rate}");
+        }
+    }
+    family(
+        out,
+        "tact_job_gate_marking",
+        "gauge",
+        "1 when tact marks the job's packets DSCP LE on the link, 0 when it does not.",
+    );
+    for (l, k) in &kernels {
+        let _ = writeln!(out, "tact_job_gate_marking{{{l}}} {}", u8::from(k.marking));
+    }
+    family(
+        out,
+        "tact_job_gate_class_bytes_total",
+        "counter",
+        "Bytes the htb tree's classes have sent: fg (1:10, unmarked) and bg (1:20, the job's).",
+    );
+    for (l, k) in &kernels {
+        if let Some(c) = k.classes {
+            for (class, n) in [("fg", c.fg_bytes), ("bg", c.bg_bytes)] {
+                let _ = writeln!(
+                    out,
+                    "tact_job_gate_class_bytes_total{{{l},class=\"{class}\"}} {n}"
+                );
+            }
+        }
+    }
+    family(
+        out,
+        "tact_job_gate_class_held",
+        "gauge",
+        "1 while the job's htb class is clamped to its floor (the gate holds the job).",
+    );
+    for (l, k) in &kernels {
+        if let Some(c) = k.classes {
+            let _ = writeln!(
+                out,
+                "tact_job_gate_class_held{{{l}}} {}",
+                u8::from(c.bg_held)
+            );
+        }
+    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -489,6 +554,16 @@ mod tests {
                     preempted: 2,
                     expired_pis: 3,
                     harm: 0.5,
+                    kernel: Some(NetKernelReport {
+                        htb_rate_bits: Some(95_000_000),
+                        marking: true,
+                        why: "htb at 95Mbit".into(),
+                        classes: Some(tact_proto::ClassReport {
+                            fg_bytes: 1500,
+                            bg_bytes: 64_000,
+                            bg_held: true,
+                        }),
+                    }),
                 }],
             }),
         };
@@ -506,6 +581,11 @@ mod tests {
             format!("tact_job_gate_held_seconds_total{{{l}}} 1.5"),
             format!("tact_job_gate_foreground_bytes_total{{{l}}} 9000"),
             format!("tact_job_gate_events_total{{{l},state=\"fg\",event=\"f\"}} 7"),
+            format!("tact_job_gate_htb_rate_bits{{{l}}} 95000000"),
+            format!("tact_job_gate_marking{{{l}}} 1"),
+            format!("tact_job_gate_class_bytes_total{{{l},class=\"fg\"}} 1500"),
+            format!("tact_job_gate_class_bytes_total{{{l},class=\"bg\"}} 64000"),
+            format!("tact_job_gate_class_held{{{l}}} 1"),
             r#"tact_job_idle_cpu{job="5",name="scrub",user="root",pid="43",mechanism="sched_idle"} 1"#
                 .to_string(),
         ] {

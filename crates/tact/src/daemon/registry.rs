@@ -690,6 +690,7 @@ mod tests {
             preempted: 0,
             expired_pis: 0,
             harm: 0.0,
+            kernel: None,
         };
         let report = Report {
             state: ReportState::Suspended,

@@ -4,8 +4,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
+use tact_linux::rate::fmt_rate;
 use tact_proto::{
-    Client, GateState, IdleCpu, IdleReport, JobState, JobStatus, ReportState, Status,
+    Client, GateState, IdleCpu, IdleReport, JobState, JobStatus, NetKernelReport, ReportState,
+    Status,
 };
 
 use crate::cli::StatusArgs;
@@ -141,8 +143,39 @@ fn idle_lines(idle: &IdleReport) -> Vec<String> {
             si(g.fg_bytes as f64),
             g.harm * 100.0
         ));
+        if let Some(k) = &g.kernel {
+            lines.push(kernel_line(&g.resource, k));
+        }
     }
     lines
+}
+
+/// A link's htb tree and marking (`--idle net` as root), with why not when one is missing.
+fn kernel_line(resource: &str, k: &NetKernelReport) -> String {
+    let mut parts = vec![
+        match k.htb_rate_bits {
+            Some(rate) => format!("htb at {}", fmt_rate(rate)),
+            None => "no htb tree".to_string(),
+        },
+        if k.marking {
+            "the job's packets marked DSCP LE".to_string()
+        } else {
+            "the job's packets not marked".to_string()
+        },
+    ];
+    if let Some(c) = k.classes {
+        parts.push(format!(
+            "sent: foreground class {}B, the job's class {}B{}",
+            si(c.fg_bytes as f64),
+            si(c.bg_bytes as f64),
+            if c.bg_held { " (clamped now)" } else { "" }
+        ));
+    }
+    let mut line = format!("{resource} kernel: {}", parts.join(", "));
+    if k.htb_rate_bits.is_none() || !k.marking {
+        let _ = write!(line, " ({})", k.why);
+    }
+    line
 }
 
 fn state(j: &JobStatus) -> String {
@@ -290,6 +323,7 @@ mod tests {
             preempted: 1,
             expired_pis: 2,
             harm: 0.25,
+            kernel: None,
         };
         let job = JobStatus {
             job: 4,
@@ -316,6 +350,28 @@ mod tests {
                 gates: vec![
                     gate("disk:vda", GateState::Pi),
                     gate("net:lo", GateState::Released),
+                    GateReport {
+                        kernel: Some(NetKernelReport {
+                            htb_rate_bits: Some(95_000_000),
+                            marking: true,
+                            why: "htb at 95Mbit".into(),
+                            classes: Some(tact_proto::ClassReport {
+                                fg_bytes: 1500,
+                                bg_bytes: 2_400_000,
+                                bg_held: true,
+                            }),
+                        }),
+                        ..gate("net:veth0", GateState::Released)
+                    },
+                    GateReport {
+                        kernel: Some(NetKernelReport {
+                            htb_rate_bits: None,
+                            marking: false,
+                            why: "no htb: the link speed of lo is unknown".into(),
+                            classes: None,
+                        }),
+                        ..gate("net:lo2", GateState::Released)
+                    },
                 ],
             }),
         };
@@ -337,5 +393,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\n  net:lo: released, "), "{text}");
+        assert!(
+            text.contains(
+                "\n  net:veth0 kernel: htb at 95mbit, the job's packets marked DSCP LE, sent: \
+                 foreground class 1.5kB, the job's class 2.4MB (clamped now)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\n  net:lo2 kernel: no htb tree, the job's packets not marked (no htb: the \
+                 link speed of lo is unknown)\n"
+            ),
+            "{text}"
+        );
+        // A disk's gate has no kernel line.
+        assert!(!text.contains("disk:vda kernel"), "{text}");
     }
 }

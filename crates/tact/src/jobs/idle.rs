@@ -4,15 +4,17 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
 use tact_linux::probe::block_device::{BlockDevice, BlockResolver};
 use tact_linux::probe::netstats::NetReader;
 use tact_linux::state::StateDir;
 
 use super::idle_log::NetKernel;
-use super::idle_net::{shaper_for, NetOptions, Shaper};
+use super::idle_net::{shaper_for, Marking, NetOptions, Shaper};
 use super::idle_watch::default_route_interface;
 use crate::cli::{IdleArgs, PoliteArgs};
 use crate::trace::JsonLines;
@@ -112,6 +114,12 @@ pub struct IdleSettings {
     /// in the order of the `Gated::Net` entries: built before the job starts, so that a tree
     /// the user asked for with `--net-rate` and cannot have stops tact before anything runs.
     pub shapers: Vec<(Option<Shaper>, NetKernel)>,
+    /// The marking of the job's packets, set up before the job starts where its directory is
+    /// tact's own to place the job in ([`IdleSettings::join_before_exec`]); `Err`: why not.
+    /// `None` when there is nothing to mark into, for `tact attach`, or when `--idle cpu`'s
+    /// cgroup on cgroup v2 is to be matched instead (made after the start: marked then).
+    /// Boxed: it is most of the settings' size, and they travel in an enum with the polite ones.
+    pub marking: Option<Box<Result<Marking, String>>>,
     pub json_log: Option<JsonLines>,
     /// Opened before the job starts: a tact that cannot record what it stops must not stop it.
     pub crash_records: StateDir,
@@ -175,10 +183,15 @@ impl IdleSettings {
         if links.is_empty() && (net.rate_bits.is_some() || net.replace_qdisc) {
             bail!("--net-rate and --net-replace-qdisc apply to --idle net only");
         }
+        let runtime = crate::paths::runtime_dir()?;
         let shapers = links
             .into_iter()
-            .map(|iface| shaper_for(iface, net))
+            .map(|iface| shaper_for(iface, net, &runtime.join("htb")))
             .collect::<Result<Vec<_>>>()?;
+        let cpu_on_v2 = || CpuHierarchy::detect().is_ok_and(|h| h.version == CgroupVersion::V2);
+        let marking =
+            (!restore && shapers.iter().any(|(s, _)| s.is_some()) && !(cpu && cpu_on_v2()))
+                .then(|| Box::new(Marking::setup(None)));
         if let Some(socket) = &polite.socket {
             if let Err(e) = tact_proto::Client::connect(socket) {
                 bail!("--socket {}: {e}", socket.display());
@@ -189,18 +202,32 @@ impl IdleSettings {
             gated,
             preempt: args.preempt,
             shapers,
+            marking,
             json_log: polite
                 .json_log
                 .as_deref()
                 .map(JsonLines::create)
                 .transpose()?,
-            crash_records: StateDir::new(crate::paths::runtime_dir()?)?,
+            crash_records: StateDir::new(runtime)?,
             verbose,
             name: polite.name.clone(),
             socket: polite.socket.clone(),
             priority: polite.priority,
             restore,
         })
+    }
+}
+
+impl IdleSettings {
+    /// Makes the job that `command` starts join its marked cgroup before it execs, where the
+    /// marking is set up already, so that its first sockets are marked too.
+    pub fn join_before_exec(&self, command: &mut Command) -> Result<()> {
+        match self.marking.as_deref() {
+            Some(Ok(m)) => m
+                .join_before_exec(command)
+                .context("cannot place the job in its cgroup v2 directory"),
+            _ => Ok(()),
+        }
     }
 }
 

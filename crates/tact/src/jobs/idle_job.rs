@@ -19,13 +19,16 @@ use tact_linux::probe::block_device::BlockResolver;
 use tact_linux::state::StateDir;
 use tact_linux::timer::Ticker;
 use tact_linux::{Guard, JobTree, ProcId, ProcReader};
-use tact_proto::{GateReport, GateState, IdleCpu, IdleReport, Report, ReportState};
+use tact_proto::{
+    ClassReport, GateReport, GateState, IdleCpu, IdleReport, NetKernelReport, Report, ReportState,
+    MAX_WHY,
+};
 
 use super::events::{Event, Events};
 use super::guarded;
 use super::idle::{Gated, IdleSettings, Preempt};
 use super::idle_cgroup::IdleCgroup;
-use super::idle_log::{ClassBytes, GateView, Holder, IdleLog, Setup};
+use super::idle_log::{ClassBytes, GateView, Holder, IdleLog, NetKernel, Setup};
 use super::idle_net::{Marking, Shaper};
 use super::idle_watch::{
     disk_default_pi, fmt_ms, net_default_pi, DefaultPi, DiskWatch, NetWatch, OwnTraffic, Probe,
@@ -75,6 +78,8 @@ struct Watched {
     shaper: Option<Shaper>,
     /// The htb classes' bytes at the last look (once a second: each look runs `tc`).
     classes: Option<ClassBytes>,
+    /// A link's kernel-assisted part as set up (the log's `kernel`), for the daemon.
+    kernel: Option<NetKernel>,
 }
 
 impl Watched {
@@ -96,6 +101,13 @@ impl Watched {
                 t.as_secs_f64(),
                 self.label
             );
+            if let Some(k) = &mut self.kernel {
+                k.why = format!(
+                    "{}; the htb tree was removed at t={:.2}s: {e}",
+                    k.why,
+                    t.as_secs_f64()
+                );
+            }
             self.remove_shaper();
         }
     }
@@ -153,8 +165,28 @@ impl Watched {
             preempted: view.preempted,
             expired_pis: view.expired_pis,
             harm: view.harm,
+            kernel: self.kernel.as_ref().map(|k| NetKernelReport {
+                // From the tree as it is now: one that failed is gone.
+                htb_rate_bits: self.shaper.as_ref().map(Shaper::rate_bits),
+                marking: k.marking,
+                why: truncate(&k.why, MAX_WHY),
+                classes: self.shaper.as_ref().and(self.classes).map(|c| ClassReport {
+                    fg_bytes: c.fg_bytes,
+                    bg_bytes: c.bg_bytes,
+                    bg_held: c.bg_held,
+                }),
+            }),
         }
     }
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary (the protocol's limit on a `why`).
+fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
 }
 
 /// Applies a per-thread setting to processes, returning what it replaced.
@@ -295,6 +327,7 @@ impl IdleJob {
             gated,
             preempt,
             shapers,
+            marking,
             json_log,
             crash_records,
             verbose,
@@ -417,9 +450,20 @@ impl IdleJob {
                 holding_since: None,
                 shaper,
                 classes: None,
+                kernel: None,
             });
         }
-        let marking = mark_job(&members, restore, cgroup.as_ref(), &watched, &mut setups);
+        let marking = mark_job(
+            (pid, &members),
+            marking,
+            restore,
+            cgroup.as_ref(),
+            &watched,
+            &mut setups,
+        );
+        for (w, s) in watched.iter_mut().zip(&setups) {
+            w.kernel = s.kernel.clone();
+        }
         let probe = probe_interval(&watched);
         let shown = name.unwrap_or_else(|| {
             std::path::Path::new(program)
@@ -750,10 +794,12 @@ impl IdleJob {
     }
 }
 
-/// Marks the job's packets DSCP LE when some link has an htb tree to put them in, and tells
-/// each such link's log entry and the user what happened.
+/// Marks the job (its root and members) DSCP LE when some link has an htb tree to put them in,
+/// with the marking `prepared` before the start if there is one, and tells each such link's log
+/// entry and the user what happened.
 fn mark_job(
-    members: &[ProcId],
+    (root, members): (i32, &[ProcId]),
+    prepared: Option<Box<Result<Marking, String>>>,
     attached: bool,
     cpu_cgroup: Option<&IdleCgroup>,
     watched: &[Watched],
@@ -767,7 +813,10 @@ fn mark_job(
         // unmarked anyway.
         Err("tact attach leaves the process in its own cgroup".to_string())
     } else {
-        Marking::setup(members, cpu_cgroup.and_then(IdleCgroup::v2_placement))
+        prepared
+            .map(|p| *p)
+            .unwrap_or_else(|| Marking::setup(cpu_cgroup.and_then(IdleCgroup::v2_placement)))
+            .and_then(|mut m| m.cover_job(root, members).map(|how| (m, how)))
     };
     let (marking, note) = match outcome {
         Ok((m, how)) => (Some(m), how),
@@ -875,4 +924,18 @@ fn exited(pidfd: BorrowedFd) -> Result<bool> {
         Err(e) => return Err(e).context("poll"),
     }
     Ok(fds[0].revents().is_some_and(|r| !r.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn a_why_is_cut_at_a_character_boundary() {
+        assert_eq!(truncate("htb at 95mbit", 100), "htb at 95mbit");
+        assert_eq!(truncate("htb at 95mbit", 3), "htb");
+        // "é" is two bytes: cutting inside it drops it whole.
+        assert_eq!(truncate("aé", 2), "a");
+        assert_eq!(truncate("", 0), "");
+    }
 }

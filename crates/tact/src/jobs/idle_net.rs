@@ -5,12 +5,15 @@
 //! directory of its own and an nftables rule on sockets of that cgroup.
 //!
 //! Each part is set up only where it can be and says why not otherwise; the user-level gate runs
-//! either way. Both are undone when dropped, so every exit path that unwinds removes them.
+//! either way. Both are undone when dropped, so every exit path that unwinds removes them. What
+//! a SIGKILLed tact leaves is swept by the next one's setup: its nftables table (named after its
+//! pid) and its htb tree (recognised by its layout and the record tact keeps of it).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use tact_linux::actuate::cgroup2::JobCgroup2;
-use tact_linux::actuate::htb::{self, BgMatch, HtbPlan, RootQdisc, Tc, DSCP_LE};
+use tact_linux::actuate::htb::{self, BgMatch, HtbPlan, RootQdisc, Tc, TreeRecords, DSCP_LE};
 use tact_linux::actuate::nft::{DscpMark, Nft};
 use tact_linux::probe::netstats::NetReader;
 use tact_linux::rate::fmt_rate;
@@ -35,13 +38,20 @@ pub struct NetOptions {
 pub struct Shaper {
     tc: Tc,
     plan: HtbPlan,
+    /// Where the tree is recorded while it stands.
+    records: TreeRecords,
     held: bool,
     removed: bool,
 }
 
 impl Shaper {
-    /// Builds the tree on `iface`, or says why not. What it applied, for the user, comes with it.
-    pub fn setup(iface: &str, opts: NetOptions) -> Result<(Shaper, String), String> {
+    /// Builds the tree on `iface` and records it in `records` (a directory), or says why not.
+    /// What it applied, for the user, comes with it.
+    pub fn setup(
+        iface: &str,
+        opts: NetOptions,
+        records: &Path,
+    ) -> Result<(Shaper, String), String> {
         let (rate, from) = match opts.rate_bits {
             Some(r) => (r, "--net-rate".to_string()),
             None => match NetReader::new().speed_bits(iface) {
@@ -60,6 +70,12 @@ impl Shaper {
         };
         let tc = Tc::new();
         tc.check(iface).map_err(|e| e.to_string())?;
+        // A tree tact cannot record is one a SIGKILL would leave unrecognisable.
+        let records = TreeRecords::new(records)
+            .map_err(|e| format!("cannot keep a record of the tree: {e}"))?;
+        for what in records.sweep(&tc) {
+            eprintln!("tact: net:{iface}: removed {what}, left by a tact that was killed");
+        }
         let plan =
             HtbPlan::new(iface, rate, vec![BgMatch::Dscp(DSCP_LE)]).map_err(|e| e.to_string())?;
         let mut replaced = String::new();
@@ -80,6 +96,10 @@ impl Shaper {
             }
         }
         tc.apply(&plan).map_err(|e| e.to_string())?;
+        if let Err(e) = records.write(iface) {
+            let _ = tc.remove(&plan);
+            return Err(format!("cannot record the tree: {e}"));
+        }
         let how = format!(
             "htb at {} ({from}): foreground {}, the job's class {} below it (DSCP LE), held to \
              {} during the PI{replaced}",
@@ -92,6 +112,7 @@ impl Shaper {
             Shaper {
                 tc,
                 plan,
+                records,
                 held: false,
                 removed: false,
             },
@@ -135,13 +156,15 @@ impl Shaper {
         })
     }
 
-    /// Removes the tree (the kernel puts its default root qdisc back).
+    /// Removes the tree (the kernel puts its default root qdisc back), then its record; a tree
+    /// that could not be removed keeps its record, so a later tact can sweep it.
     pub fn remove(&mut self) -> tact_linux::Result<()> {
         if self.removed {
             return Ok(());
         }
         self.removed = true;
-        self.tc.remove(&self.plan)
+        self.tc.remove(&self.plan)?;
+        self.records.remove(&self.plan.dev)
     }
 }
 
@@ -155,8 +178,12 @@ impl Drop for Shaper {
 /// The htb tree on a gated link, where tact may build it, and what the log says about it. With
 /// `--net-rate` the user asked for it, so a failure is an error; otherwise tact says why not
 /// and the gate runs alone.
-pub fn shaper_for(iface: &str, net: NetOptions) -> anyhow::Result<(Option<Shaper>, NetKernel)> {
-    match Shaper::setup(iface, net) {
+pub fn shaper_for(
+    iface: &str,
+    net: NetOptions,
+    records: &Path,
+) -> anyhow::Result<(Option<Shaper>, NetKernel)> {
+    match Shaper::setup(iface, net, records) {
         Ok((shaper, how)) => {
             let kernel = NetKernel {
                 htb_rate_bits: Some(shaper.rate_bits()),
@@ -190,47 +217,82 @@ pub struct Marking {
     /// The directory tact made for the marking; `None` when the job is in `--idle cpu`'s
     /// cgroup on the same hierarchy, which the rule matches instead.
     cgroup: Option<JobCgroup2>,
+    /// The directory the rule names.
+    dir: PathBuf,
     removed: bool,
 }
 
 impl Marking {
-    /// Marks the job `members`; `placed`: a tact cgroup v2 directory (and its level) the job is
-    /// in already. What it did, or why not.
-    pub fn setup(
-        members: &[ProcId],
-        placed: Option<(PathBuf, usize)>,
-    ) -> Result<(Marking, String), String> {
-        let nft = Nft;
-        nft.check().map_err(|e| e.to_string())?;
+    /// Sets the marking up for a job that is in, or will be moved into, `placed` (a tact cgroup
+    /// v2 directory and its level) or else a directory of its own made here; the job is not
+    /// moved yet ([`Marking::join_before_exec`], [`Marking::cover`]). Sweeps the tables of
+    /// killed tacts first. `Err`: why not.
+    pub fn setup(placed: Option<(PathBuf, usize)>) -> Result<Marking, String> {
         let me = std::process::id();
+        // The directory first: without a cgroup2 mount (as under `ip netns exec`, which
+        // remounts /sys) tact runs no nft at all.
         let (cgroup, dir, level) = match placed {
             Some((dir, level)) => (None, dir, level),
             None => {
-                let mut cg = JobCgroup2::create(&format!("tact-{me}-net"))
+                let cg = JobCgroup2::create(&format!("tact-{me}-net"))
                     .map_err(|e| format!("cannot make the job's cgroup v2 directory: {e}"))?;
-                cg.cover(members)
-                    .map_err(|e| format!("cannot move the job into {}: {e}", cg.dir().display()))?;
                 let (dir, level) = (cg.dir().to_path_buf(), cg.level());
                 (Some(cg), dir, level)
             }
         };
+        let nft = Nft;
+        nft.check().map_err(|e| e.to_string())?;
+        match nft.sweep_stale() {
+            Ok(tables) => {
+                for t in tables {
+                    eprintln!(
+                        "tact: removed the nftables table inet {t}, left by a tact that was killed"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("cannot sweep the tables of killed tacts: {e}"),
+        }
         let mark = DscpMark::new(&format!("tact-{me}"), &dir, level, DSCP_LE)
             .map_err(|e| e.to_string())?;
         nft.apply(&mark).map_err(|e| e.to_string())?;
-        let how = format!(
-            "the job's packets marked DSCP LE by nftables table inet {} (sockets created in {}; \
-             sockets it opened before are not marked)",
-            mark.table,
-            dir.display()
-        );
-        Ok((
-            Marking {
-                nft,
-                mark,
-                cgroup,
-                removed: false,
-            },
-            how,
+        Ok(Marking {
+            nft,
+            mark,
+            cgroup,
+            dir,
+            removed: false,
+        })
+    }
+
+    /// Makes the job that `command` starts join the marking's own directory before it execs,
+    /// so that no socket of its escapes the rule (a directory `placed` at setup is not ours to
+    /// do this with).
+    pub fn join_before_exec(&self, command: &mut Command) -> tact_linux::Result<()> {
+        match &self.cgroup {
+            Some(cg) => cg.join_before_exec(command),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves the job's root `root` and its other `members` in; what the marking does, for the
+    /// user, saying whether the job's first sockets are marked too.
+    pub fn cover_job(&mut self, root: i32, members: &[ProcId]) -> Result<String, String> {
+        let early = match &self.cgroup {
+            Some(cg) => cg.holds(root).map_err(|e| e.to_string())?,
+            None => false,
+        };
+        self.cover(members)
+            .map_err(|e| format!("cannot move the job into the marked cgroup: {e}"))?;
+        let sockets = if early {
+            "the job was placed there before it started, so every socket it opens is marked"
+        } else {
+            "sockets it opened before tact moved it there are not marked"
+        };
+        Ok(format!(
+            "the job's packets marked DSCP LE by nftables table inet {} (sockets created in \
+             {}; {sockets})",
+            self.mark.table,
+            self.dir.display()
         ))
     }
 

@@ -26,6 +26,11 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     let mut command = Command::new(cmd);
     command.args(cmd_args);
     unblock_signals_in_child(&mut command);
+    if let Mode::Idle(idle) = &mode {
+        // `--idle net`'s marking matches the cgroup a socket is created in: the job must be
+        // there before it runs.
+        idle.join_before_exec(&mut command)?;
+    }
     let mut child = match spawn(&mut command, cmd) {
         Ok(child) => child,
         Err(code) => return Ok(code),
