@@ -6,16 +6,23 @@
 //!
 //! * guard -> regulator `R`: the guard is serving (sent once, `Guard::start` waits for it);
 //! * `W` with pidfds attached (SCM_RIGHTS): watch these processes;
+//! * `F` + a path: the regulator's state file (`state::StateDir::record_path`) of a job; on
+//!   giving up, the guard also undoes what it records (members, original CPU masks) and, when
+//!   the regulator is gone, removes it;
 //! * `L` + u64 little-endian milliseconds: the lease; the guard resumes everything if no
 //!   renewal arrives within it;
 //! * `B`: clean exit; the guard exits without touching anything;
 //! * end of file (the regulator's end closed because it exited or died): resume everything.
+//!
+//! Resuming comes first, through the pidfds; the state files are read only after, so that a
+//! damaged file never holds up a SIGCONT.
 
 use std::collections::HashSet;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,6 +36,7 @@ use crate::actuate::pidfd::PidFd;
 use crate::actuate::tree::JobTree;
 use crate::error::{Error, Result};
 use crate::probe::proc::ProcId;
+use crate::state;
 
 /// The descriptor number on which the guard process finds its end of the socket.
 pub const GUARD_FD: RawFd = 3;
@@ -38,6 +46,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Pidfds per `W` message; the kernel accepts at most 253 (SCM_MAX_FD) in one message.
 const FDS_PER_MESSAGE: usize = 200;
+
+/// The longest message: `F` and a path of at most PATH_MAX bytes.
+const MAX_MESSAGE: usize = 1 + libc::PATH_MAX as usize;
 
 /// The regulator's handle on its guard process.
 ///
@@ -49,6 +60,8 @@ pub struct Guard {
     child: Child,
     /// Processes whose pidfds the guard already holds.
     sent: HashSet<ProcId>,
+    /// State files the guard already knows.
+    records: HashSet<PathBuf>,
 }
 
 impl Guard {
@@ -94,6 +107,7 @@ impl Guard {
             sock: Some(ours),
             child,
             sent: HashSet::new(),
+            records: HashSet::new(),
         };
         guard.wait_ready()?;
         Ok(guard)
@@ -133,6 +147,30 @@ impl Guard {
             self.send(b"W", &fds)?;
             self.sent.extend(chunk.iter().map(|(id, _)| *id));
         }
+        Ok(())
+    }
+
+    /// Tells the guard where the state file of a job is: when it gives up it resumes the
+    /// members that file lists and puts back the original CPU masks it holds (each after
+    /// checking that the pid still names the recorded process), then removes the file if the
+    /// regulator is gone. The file may be written (and rewritten) later; call this before the
+    /// first change that only the file records, such as a CPU mask.
+    pub fn watch_record(&mut self, path: &Path) -> Result<()> {
+        if self.records.contains(path) {
+            return Ok(());
+        }
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.len() + 1 > MAX_MESSAGE {
+            return Err(Error::guard(
+                format!("state file path {} is too long", path.display()),
+                std::io::Error::from_raw_os_error(libc::ENAMETOOLONG),
+            ));
+        }
+        let mut msg = Vec::with_capacity(bytes.len() + 1);
+        msg.push(b'F');
+        msg.extend_from_slice(bytes);
+        self.send(&msg, &[])?;
+        self.records.insert(path.to_path_buf());
         Ok(())
     }
 
@@ -265,15 +303,19 @@ pub fn serve(sock: OwnedFd) -> Result<GuardExit> {
     )
     .map_err(|e| fail("reporting ready", e))?;
     let mut watched: Vec<PidFd> = Vec::new();
+    let mut records: Vec<PathBuf> = Vec::new();
     let mut deadline: Option<Instant> = None;
+    let mut buf = vec![0u8; MAX_MESSAGE];
     loop {
         let timeout = match deadline {
             Some(d) => {
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Ok(GuardExit::LeaseExpired {
-                        resumed: resume_all(&watched),
-                    });
+                    let resumed = resume_all(&watched);
+                    // The hung regulator is still there: its files stay, for `recover` should
+                    // it die later.
+                    undo_records(&records, false);
+                    return Ok(GuardExit::LeaseExpired { resumed });
                 }
                 // Round up so that we never wake a hair before the deadline and spin.
                 PollTimeout::try_from(left.as_millis().min(60_000) as i32 + 1).expect("fits")
@@ -298,7 +340,6 @@ pub fn serve(sock: OwnedFd) -> Result<GuardExit> {
         if !sock_ready {
             continue;
         }
-        let mut buf = [0u8; 16];
         let mut iov = [IoSliceMut::new(&mut buf)];
         let mut cmsg = nix::cmsg_space!([RawFd; FDS_PER_MESSAGE]);
         let msg = match recvmsg::<()>(
@@ -310,13 +351,10 @@ pub fn serve(sock: OwnedFd) -> Result<GuardExit> {
             Ok(msg) => msg,
             Err(nix::Error::EINTR) => continue,
             // ECONNRESET and the like: the regulator is gone.
-            Err(_) => {
-                return Ok(GuardExit::RegulatorGone {
-                    resumed: resume_all(&watched),
-                })
-            }
+            Err(_) => return Ok(regulator_gone(&watched, &records)),
         };
         let len = msg.bytes;
+        let truncated = msg.flags.contains(MsgFlags::MSG_TRUNC);
         for c in msg
             .cmsgs()
             .map_err(|e| fail("reading control messages", e))?
@@ -330,12 +368,19 @@ pub fn serve(sock: OwnedFd) -> Result<GuardExit> {
             }
         }
         match &buf[..len] {
-            [] => {
-                return Ok(GuardExit::RegulatorGone {
-                    resumed: resume_all(&watched),
-                })
+            _ if truncated => {
+                let resumed = resume_all(&watched);
+                undo_records(&records, false);
+                return Err(Error::guard(
+                    format!("message longer than {MAX_MESSAGE} bytes; resumed {resumed} processes"),
+                    std::io::Error::from(std::io::ErrorKind::InvalidData),
+                ));
             }
+            [] => return Ok(regulator_gone(&watched, &records)),
             [b'W'] => {}
+            [b'F', path @ ..] if !path.is_empty() => {
+                records.push(PathBuf::from(std::ffi::OsStr::from_bytes(path)));
+            }
             [b'L', ms @ ..] if ms.len() == 8 => {
                 let ms = u64::from_le_bytes(ms.try_into().expect("8 bytes"));
                 deadline = Some(Instant::now() + Duration::from_millis(ms));
@@ -344,10 +389,46 @@ pub fn serve(sock: OwnedFd) -> Result<GuardExit> {
             other => {
                 // Not something a regulator sends: safer to thaw than to keep guessing.
                 let resumed = resume_all(&watched);
+                undo_records(&records, false);
                 return Err(Error::guard(
                     format!("unexpected message {other:?}; resumed {resumed} processes"),
                     std::io::Error::from(std::io::ErrorKind::InvalidData),
                 ));
+            }
+        }
+    }
+}
+
+/// The regulator exited or died: resume everything, undo and remove its state files.
+fn regulator_gone(watched: &[PidFd], records: &[PathBuf]) -> GuardExit {
+    let resumed = resume_all(watched);
+    undo_records(records, true);
+    GuardExit::RegulatorGone { resumed }
+}
+
+/// Undoes each state file (`state::undo_record`), removing it if `remove` (one that cannot be
+/// read stays, for a human or `recover`). What fails is told on the guard's stderr, which is the
+/// regulator's: nobody else is left to tell it.
+fn undo_records(records: &[PathBuf], remove: bool) {
+    for path in records {
+        let undone = match state::undo_record(path) {
+            Ok(undone) => undone,
+            Err(e) => {
+                eprintln!("tact guard: {e}");
+                continue;
+            }
+        };
+        for (id, why) in &undone.unrestored {
+            eprintln!(
+                "tact guard: cannot restore the CPU mask of process {}: {why}",
+                id.pid
+            );
+        }
+        if remove {
+            if let Err(e) = std::fs::remove_file(path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("tact guard: removing {}: {e}", path.display());
+                }
             }
         }
     }
@@ -374,5 +455,107 @@ fn raise_fd_limit() {
             lim.rlim_cur = lim.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actuate::affinity::{self, tests::change_mask};
+
+    /// The guard's end of a socketpair served on a thread; the regulator's end, once it is served.
+    fn serving() -> (OwnedFd, std::thread::JoinHandle<Result<GuardExit>>) {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let server = std::thread::spawn(move || serve(theirs));
+        let mut buf = [0u8; 4];
+        let got = nix::sys::socket::recv(ours.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
+        assert_eq!(&buf[..got], b"R");
+        (ours, server)
+    }
+
+    fn send(sock: &OwnedFd, msg: &[u8]) {
+        sendmsg::<()>(
+            sock.as_raw_fd(),
+            &[IoSlice::new(msg)],
+            &[],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_gone_regulator_s_state_file_is_undone_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = state::StateDir::new(dir.path()).unwrap();
+        let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+        let tree = JobTree::attach(child.id() as i32).unwrap();
+        let id = tree.root();
+        // As `tact share` does it: the original mask in the record, then the change.
+        let original = affinity::save(id.pid).unwrap();
+        state
+            .record_all(&tree, std::slice::from_ref(&original))
+            .unwrap();
+        let path = state.record_path(&tree);
+        let changed = change_mask(id.pid);
+        assert_eq!(changed, original);
+
+        let (ours, server) = serving();
+        let mut msg = b"F".to_vec();
+        msg.extend_from_slice(path.as_os_str().as_bytes());
+        send(&ours, &msg);
+        drop(ours);
+        assert_eq!(
+            server.join().unwrap().unwrap(),
+            GuardExit::RegulatorGone { resumed: 0 }
+        );
+        assert_eq!(
+            affinity::thread_cpus(id.pid).unwrap(),
+            original.process_cpus().unwrap()
+        );
+        assert!(!path.exists());
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_hung_regulator_s_state_file_is_undone_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = state::StateDir::new(dir.path()).unwrap();
+        let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+        let tree = JobTree::attach(child.id() as i32).unwrap();
+        let id = tree.root();
+        let original = change_mask(id.pid);
+        state
+            .record_all(&tree, std::slice::from_ref(&original))
+            .unwrap();
+        let path = state.record_path(&tree);
+
+        let (ours, server) = serving();
+        let mut msg = b"F".to_vec();
+        msg.extend_from_slice(path.as_os_str().as_bytes());
+        send(&ours, &msg);
+        let mut lease = vec![b'L'];
+        lease.extend_from_slice(&1u64.to_le_bytes());
+        send(&ours, &lease);
+        assert_eq!(
+            server.join().unwrap().unwrap(),
+            GuardExit::LeaseExpired { resumed: 0 }
+        );
+        assert_eq!(
+            affinity::thread_cpus(id.pid).unwrap(),
+            original.process_cpus().unwrap()
+        );
+        // The regulator is still there and may go on: its record stays for `recover`.
+        assert!(path.exists());
+        drop(ours);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -2,7 +2,9 @@
 //! resumes what they left stopped. Before each stop the regulator records its own identity and
 //! its stopped members' identities (pid + start time), one file per job; `recover` resumes the
 //! members of records whose regulator is dead, after checking that each pid still names the
-//! same process.
+//! same process. A record also holds the original CPU masks of the members whose affinity tact
+//! changed (`tact share`'s conserving mode), written before each change: recovery, and the
+//! watchdog through [`undo_record`], put them back.
 
 use std::fs::{self, DirBuilder, File};
 use std::io::Write;
@@ -11,16 +13,21 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::actuate::affinity::SavedAffinity;
 use crate::actuate::pidfd::PidFd;
 use crate::actuate::tree::JobTree;
 use crate::error::{Error, Result};
 use crate::probe::proc::{ProcId, ProcReader};
 
 /// What a state file holds.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Record {
     regulator: ProcId,
     members: Vec<ProcId>,
+    /// Original masks of the members whose affinity tact changed. Absent from records of older
+    /// tacts and of regulators that never change masks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    affinity: Vec<SavedAffinity>,
 }
 
 /// The directory of state files of one regulator process.
@@ -65,20 +72,36 @@ impl StateDir {
     /// Records the members of `tree` that tact has stopped, atomically (a crash leaves either
     /// the old record or the new one, never half of one). Call it before each stop.
     pub fn record(&self, tree: &JobTree) -> Result<()> {
-        self.write(tree, tree.stopped_by_tact().map(|(id, _)| id).collect())
+        self.write(
+            tree,
+            tree.stopped_by_tact().map(|(id, _)| id).collect(),
+            &[],
+        )
     }
 
     /// Records every member of `tree`, stopped or not, for a regulator that stops and resumes
     /// too often to write a record each time (`tact share`): call it whenever membership changes.
-    /// Recovery then also continues members that were running, which is harmless.
-    pub fn record_all(&self, tree: &JobTree) -> Result<()> {
-        self.write(tree, tree.all_members().map(|(id, _)| id).collect())
+    /// Recovery then also continues members that were running, which is harmless. `affinity`:
+    /// the original masks of the members whose affinity tact changed; call it again, before
+    /// each change, with the masks about to be changed added.
+    pub fn record_all(&self, tree: &JobTree, affinity: &[SavedAffinity]) -> Result<()> {
+        self.write(
+            tree,
+            tree.all_members().map(|(id, _)| id).collect(),
+            affinity,
+        )
     }
 
-    fn write(&self, tree: &JobTree, members: Vec<ProcId>) -> Result<()> {
+    fn write(
+        &self,
+        tree: &JobTree,
+        members: Vec<ProcId>,
+        affinity: &[SavedAffinity],
+    ) -> Result<()> {
         let record = Record {
             regulator: self.me,
             members,
+            affinity: affinity.to_vec(),
         };
         let path = self.record_path(tree);
         let tmp = path.with_extension("tmp");
@@ -105,9 +128,10 @@ impl StateDir {
         }
     }
 
-    /// One file per (regulator, job); start times in the name so that a recycled pid never
-    /// overwrites a dead regulator's record.
-    fn record_path(&self, tree: &JobTree) -> PathBuf {
+    /// Where the record of `tree` is (whether or not it has been written yet): one file per
+    /// (regulator, job); start times in the name so that a recycled pid never overwrites a dead
+    /// regulator's record.
+    pub fn record_path(&self, tree: &JobTree) -> PathBuf {
         let root = tree.root();
         self.dir.join(format!(
             "{}-{}-{}-{}.json",
@@ -144,6 +168,10 @@ fn private_dir_in(base: &Path) -> Result<PathBuf> {
 pub struct Recovery {
     /// Processes sent SIGCONT.
     pub resumed: Vec<ProcId>,
+    /// Processes whose CPU masks were put back.
+    pub restored: Vec<ProcId>,
+    /// Processes whose CPU masks could not be put back, with why.
+    pub unrestored: Vec<(ProcId, String)>,
     /// Records of dead regulators, now removed.
     pub removed: Vec<PathBuf>,
     /// Records of live regulators, left alone.
@@ -154,7 +182,8 @@ pub struct Recovery {
 
 /// Resumes the members of every record in `dir` whose regulator is dead (its pid is gone or now
 /// names a process with another start time), checking each member's start time before
-/// signalling it, and removes those records. A missing `dir` means nothing to recover.
+/// signalling it, then puts back the masks it holds (checked the same way), and removes those
+/// records. A missing `dir` means nothing to recover.
 pub fn recover(dir: &Path) -> Result<Recovery> {
     let reader = ProcReader::new();
     let mut report = Recovery::default();
@@ -174,10 +203,7 @@ pub fn recover(dir: &Path) -> Result<Recovery> {
     }
     paths.sort();
     for path in paths {
-        let record: Record = match fs::read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
-        {
+        let record = match read_record(&path) {
             Ok(record) => record,
             Err(why) => {
                 report.unreadable.push((path, why));
@@ -188,17 +214,68 @@ pub fn recover(dir: &Path) -> Result<Recovery> {
             report.live.push(path);
             continue;
         }
-        for member in record.members {
-            if resume_if_same(&reader, member) {
-                report.resumed.push(member);
-            }
-        }
+        let undone = undo(&reader, &record);
+        report.resumed.extend(undone.resumed);
+        report.restored.extend(undone.restored);
+        report.unrestored.extend(undone.unrestored);
         match fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&path, e)),
             _ => report.removed.push(path),
         }
     }
     Ok(report)
+}
+
+/// What [`undo_record`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Undone {
+    /// Processes sent SIGCONT.
+    pub resumed: Vec<ProcId>,
+    /// Processes whose CPU masks were put back.
+    pub restored: Vec<ProcId>,
+    /// Processes whose CPU masks could not be put back, with why.
+    pub unrestored: Vec<(ProcId, String)>,
+}
+
+/// Undoes the record at `path` whatever the state of its regulator (the watchdog's part, when
+/// the regulator it guards is gone or hung): resumes its members, then puts back the masks it
+/// holds, each after checking that its pid still names the recorded process. Leaves the file in
+/// place. A missing file (the regulator removed it, or never wrote it) means nothing to undo.
+pub fn undo_record(path: &Path) -> Result<Undone> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Undone::default()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let record: Record =
+        serde_json::from_slice(&bytes).map_err(|e| Error::parse(path, e.line(), e.to_string()))?;
+    Ok(undo(&ProcReader::new(), &record))
+}
+
+fn read_record(path: &Path) -> std::result::Result<Record, String> {
+    let bytes = fs::read(path).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+/// Resumes first: a process must run again even if its mask cannot be put back.
+fn undo(reader: &ProcReader, record: &Record) -> Undone {
+    let mut undone = Undone::default();
+    for &member in &record.members {
+        if resume_if_same(reader, member) {
+            undone.resumed.push(member);
+        }
+    }
+    for saved in &record.affinity {
+        if !is_alive(reader, saved.id) {
+            continue;
+        }
+        // `restore_with` checks the start time again, right before it sets anything.
+        match saved.restore_with(reader) {
+            Ok(()) => undone.restored.push(saved.id),
+            Err(e) => undone.unrestored.push((saved.id, e.to_string())),
+        }
+    }
+    undone
 }
 
 fn is_alive(reader: &ProcReader, id: ProcId) -> bool {
@@ -294,6 +371,7 @@ mod tests {
             &Record {
                 regulator: dead,
                 members: vec![a_id, stale_b],
+                affinity: Vec::new(),
             },
         );
         fs::write(dir.path().join("junk.json"), "{not json").unwrap();
@@ -311,6 +389,99 @@ mod tests {
         }
     }
 
+    fn mask(pid: i32, start_time: u64, cpus: Vec<usize>) -> SavedAffinity {
+        SavedAffinity {
+            id: ProcId { pid, start_time },
+            threads: vec![(pid, cpus)],
+        }
+    }
+
+    #[test]
+    fn records_keep_masks_and_old_records_without_them_still_read() {
+        let regulator = ProcId {
+            pid: 10,
+            start_time: 100,
+        };
+        let member = ProcId {
+            pid: 11,
+            start_time: 110,
+        };
+        let without = Record {
+            regulator,
+            members: vec![member],
+            affinity: Vec::new(),
+        };
+        let json = serde_json::to_string(&without).unwrap();
+        // No masks: the file reads as it did before masks were recorded.
+        assert!(!json.contains("affinity"), "{json}");
+        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), without);
+        // A record written by a tact that knew nothing of masks.
+        let old =
+            r#"{"regulator":{"pid":10,"start_time":100},"members":[{"pid":11,"start_time":110}]}"#;
+        assert_eq!(serde_json::from_str::<Record>(old).unwrap(), without);
+
+        let with = Record {
+            affinity: vec![mask(11, 110, vec![0, 1])],
+            ..without
+        };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains("affinity"), "{json}");
+        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), with);
+    }
+
+    #[test]
+    fn recovery_and_undo_put_back_masks_of_the_recorded_process_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut a, a_id) = sleeper();
+        let original = crate::actuate::affinity::tests::change_mask(a_id.pid);
+        let changed = crate::actuate::affinity::thread_cpus(a_id.pid).unwrap();
+        let dead = ProcId {
+            pid: a_id.pid,
+            start_time: a_id.start_time + 1,
+        };
+        // The same pid recorded with another start time: another process, never touched.
+        let stale = mask(a_id.pid, a_id.start_time + 1, vec![0]);
+        let record = Record {
+            regulator: dead,
+            members: vec![a_id],
+            affinity: vec![stale.clone()],
+        };
+        let path = write_record(dir.path(), "s.json", &record);
+        let undone = undo_record(&path).unwrap();
+        assert_eq!(undone.resumed, vec![a_id]);
+        assert!(undone.restored.is_empty() && undone.unrestored.is_empty());
+        assert_eq!(
+            crate::actuate::affinity::thread_cpus(a_id.pid).unwrap(),
+            changed
+        );
+        // The watchdog's part leaves the file to whoever called it.
+        assert!(path.exists());
+
+        write_record(
+            dir.path(),
+            "s.json",
+            &Record {
+                affinity: vec![stale, original.clone()],
+                ..record
+            },
+        );
+        let report = recover(dir.path()).unwrap();
+        assert_eq!(report.restored, vec![a_id]);
+        assert!(report.unrestored.is_empty());
+        assert_eq!(report.removed, vec![path.clone()]);
+        assert_eq!(
+            crate::actuate::affinity::thread_cpus(a_id.pid).unwrap(),
+            original.process_cpus().unwrap()
+        );
+        assert_eq!(
+            undo_record(&path).unwrap(),
+            Undone::default(),
+            "a missing file is nothing to undo"
+        );
+        a.kill().unwrap();
+        a.wait().unwrap();
+    }
+
     #[test]
     fn live_regulator_record_is_left_alone_and_missing_dir_is_empty() {
         let dir = tempfile::tempdir().unwrap();
@@ -325,6 +496,7 @@ mod tests {
             &Record {
                 regulator: me,
                 members: vec![a_id],
+                affinity: Vec::new(),
             },
         );
         let report = recover(dir.path()).unwrap();

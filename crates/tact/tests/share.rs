@@ -223,11 +223,17 @@ impl Endless {
                 "9=while :; do :; done",
             ],
             runtime.path(),
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        );
+        Endless::spawn(tact, runtime)
+    }
+
+    /// Runs `tact` (a `tact share` of endless jobs, its crash records in `runtime`).
+    fn spawn(mut tact: std::process::Command, runtime: tempfile::TempDir) -> Endless {
+        let tact = tact
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         Endless {
             tact,
             seen: Default::default(),
@@ -341,6 +347,83 @@ fn sigkill_of_tact_leaves_no_job_stopped() {
     // And they stay running: nobody stops them again.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!any_stopped(&jobs));
+}
+
+/// The CPUs process `pid` may run on, as the kernel lists them (`Cpus_allowed_list`).
+fn cpus_allowed(pid: i32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
+/// Conserving mode on two CPUs caps the 9-share job at one CPU and gives it a CPU of its own,
+/// the other job the other one. Killed, tact cannot put the masks back itself: its watchdog does,
+/// from the state file (spec proportional-share §4, crash safety). Needs both CPUs.
+#[test]
+fn sigkill_of_tact_in_conserving_mode_puts_the_jobs_cpu_masks_back() {
+    let runtime = tempfile::tempdir().unwrap();
+    let records = runtime.path().to_path_buf();
+    let mut c = std::process::Command::new("taskset");
+    c.args(["-c", "0,1", env!("CARGO_BIN_EXE_tact"), "share"])
+        .args(["--backend", "signals", "--mode", "conserving"])
+        .args(["--quantum", "10ms"])
+        .args(["--job", "1=while :; do :; done"])
+        .args(["--job", "9=while :; do :; done"])
+        .env("TACT_RUNTIME_DIR", runtime.path());
+    let mut e = Endless::spawn(c, runtime);
+    let tact = e.tact.id() as i32;
+    let mut jobs = Vec::new();
+    let mut original = String::new();
+    wait_for(
+        Duration::from_secs(30),
+        "both jobs on CPUs narrower than tact's",
+        || {
+            // tact's own mask is the group's and the jobs' original one (taskset has exec'd
+            // tact by the time its jobs exist).
+            jobs = e.jobs();
+            original = cpus_allowed(tact).unwrap_or_default();
+            jobs.len() == 2
+                && jobs
+                    .iter()
+                    .all(|&p| cpus_allowed(p).is_some_and(|c| c != original))
+        },
+    );
+    assert_eq!(original, "0-1");
+    kill(tact, Signal::SIGKILL);
+    e.tact.wait().unwrap();
+    let records_left = || {
+        std::fs::read_dir(&records)
+            .unwrap()
+            .filter(|f| {
+                f.as_ref()
+                    .is_ok_and(|f| f.path().extension().is_some_and(|x| x == "json"))
+            })
+            .count()
+    };
+    // The watchdog resumes, puts the masks back, then removes the state file; the margin is
+    // for a heavily loaded machine.
+    wait_for(
+        Duration::from_secs(30),
+        "the watchdog to put the masks back and remove its record",
+        || {
+            jobs.iter()
+                .all(|&p| cpus_allowed(p).as_deref() == Some(original.as_str()))
+                && records_left() == 0
+        },
+    );
+    assert!(!any_stopped(&jobs));
+    // And they stay so: nobody narrows or stops them again.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!any_stopped(&jobs));
+    for &p in &jobs {
+        assert_eq!(
+            cpus_allowed(p).as_deref(),
+            Some(original.as_str()),
+            "job {p}"
+        );
+    }
 }
 
 /// While tact starts its jobs, before the watchdog holds them, nothing may be stopped: a command

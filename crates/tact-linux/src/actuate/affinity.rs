@@ -4,6 +4,8 @@
 //! created meanwhile inherits its creator's mask). It is unprivileged for one's own processes and
 //! reversible: [`pin`] returns the masks it replaced, [`SavedAffinity::restore`] puts them back, and
 //! `SavedAffinity` serializes for the state file so a watchdog or a later tact can restore them.
+//! [`save`] reads the masks without changing them, so that they can be in the state file before
+//! [`pin`] changes anything.
 //!
 //! Threads are addressed by tid, which the kernel may reuse after the thread exits: restore checks
 //! the process's start time first, and only touches threads of that process.
@@ -46,6 +48,26 @@ pub fn set_thread_cpus(tid: i32, cpus: &[usize]) -> Result<()> {
         .map_err(|e| sched_error("sched_setaffinity", tid, e))
 }
 
+/// The mask of every thread of `pid`, changing nothing.
+pub fn save(pid: i32) -> Result<SavedAffinity> {
+    save_with(&ProcReader::new(), pid)
+}
+
+/// [`save`] with the threads listed by `reader`.
+pub fn save_with(reader: &ProcReader, pid: i32) -> Result<SavedAffinity> {
+    let id = reader.stat(pid)?.id();
+    let mut threads = Vec::new();
+    for tid in reader.threads(pid)? {
+        match thread_cpus(tid) {
+            Ok(cpus) => threads.push((tid, cpus)),
+            Err(Error::NoProcess { .. }) => {} // the thread exited
+            Err(e) => return Err(e),
+        }
+    }
+    same_process(reader, id)?;
+    Ok(SavedAffinity { id, threads })
+}
+
 /// Saves the mask of every thread of `pid`, then restricts all of them to `cpus`. Returns what
 /// it replaced, for [`SavedAffinity::restore`]. If setting fails half way, the threads already
 /// changed are restored before the error is returned.
@@ -82,12 +104,7 @@ pub fn pin_with(reader: &ProcReader, pid: i32, cpus: &[usize]) -> Result<SavedAf
                 break;
             }
         }
-        // The pid must still name the process whose threads we listed.
-        match reader.stat(pid) {
-            Ok(s) if s.start_time == id.start_time => Ok(()),
-            Ok(_) | Err(Error::NoProcess { .. }) => Err(Error::NoProcess { pid }),
-            Err(e) => Err(e),
-        }
+        same_process(reader, id)
     })();
     match result {
         Ok(()) => Ok(saved),
@@ -149,6 +166,15 @@ impl SavedAffinity {
     }
 }
 
+/// The pid must still name the process whose threads were listed.
+fn same_process(reader: &ProcReader, id: ProcId) -> Result<()> {
+    match reader.stat(id.pid) {
+        Ok(s) if s.start_time == id.start_time => Ok(()),
+        Ok(_) | Err(Error::NoProcess { .. }) => Err(Error::NoProcess { pid: id.pid }),
+        Err(e) => Err(e),
+    }
+}
+
 fn sched_error(op: &'static str, tid: i32, e: nix::errno::Errno) -> Error {
     if e == nix::errno::Errno::ESRCH {
         Error::NoProcess { pid: tid }
@@ -162,8 +188,26 @@ fn sched_error(op: &'static str, tid: i32, e: nix::errno::Errno) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Gives `pid` another mask (narrower when it may use several CPUs, else wider, which needs a
+    /// second CPU online), returning what it had.
+    pub(crate) fn change_mask(pid: i32) -> SavedAffinity {
+        let before = save(pid).unwrap();
+        let cpus = before.process_cpus().unwrap().to_vec();
+        let other: Vec<usize> = if cpus.len() > 1 {
+            vec![cpus[0]]
+        } else {
+            // SAFETY: sysconf has no preconditions.
+            let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+            assert!(online > 1, "this test needs two CPUs online");
+            (0..online as usize).collect()
+        };
+        pin(pid, &other).unwrap();
+        assert_ne!(thread_cpus(pid).unwrap(), cpus);
+        before
+    }
 
     #[test]
     fn pin_and_restore_a_child() {
@@ -175,7 +219,10 @@ mod tests {
             .unwrap();
         let pid = child.id() as i32;
         let target = [*mine.last().unwrap()];
+        let before = save(pid).unwrap();
+        assert_eq!(before.process_cpus().unwrap(), mine.as_slice());
         let saved = pin(pid, &target).unwrap();
+        assert_eq!(saved, before);
         assert_eq!(saved.id.pid, pid);
         assert_eq!(saved.process_cpus().unwrap(), mine.as_slice());
         assert_eq!(thread_cpus(pid).unwrap(), target);

@@ -174,7 +174,7 @@ impl Edge<'_, '_> {
                     if job.rescan_events(&mut ids, &mut pending)? {
                         self.safety.protect(job)?;
                         // A newcomer inherits its parent's mask, which may be the old one.
-                        self.partition.apply_to(job)?;
+                        self.partition.apply_to(job, self.safety)?;
                     }
                 }
             }
@@ -198,7 +198,7 @@ impl Edge<'_, '_> {
                     {
                         if job.rescan_events(&mut ids, &mut pending)? {
                             self.safety.protect(job)?;
-                            self.partition.apply_to(job)?;
+                            self.partition.apply_to(job, self.safety)?;
                         }
                     }
                     match retune.retune(alps, jobs)? {
@@ -286,7 +286,7 @@ impl Edge<'_, '_> {
         }
         if repartition {
             for job in jobs.iter_mut().filter(|j| !j.gone) {
-                self.partition.apply_to(job)?;
+                self.partition.apply_to(job, self.safety)?;
             }
         }
         Ok(())
@@ -294,7 +294,8 @@ impl Edge<'_, '_> {
 }
 
 /// Conserving mode's core partition: which of the group's CPUs each capped job owns; every
-/// other job runs on the rest. Original masks are saved the first time tact changes a process
+/// other job runs on the rest. Original masks are saved the first time tact changes a process,
+/// in the state file before the change (so that the watchdog restores them if tact is killed),
 /// and restored at the end.
 struct Partition {
     cpus: Vec<usize>,
@@ -350,23 +351,29 @@ impl Partition {
     }
 
     /// Sets every member of `job` to its CPUs (only once the partition has been used).
-    fn apply_to(&mut self, job: &Job) -> Result<()> {
+    fn apply_to(&mut self, job: &Job, safety: &mut Safety) -> Result<()> {
         if self.owned.is_empty() && self.saved.is_empty() {
             return Ok(());
         }
         let cpus = self.cpus_of(job.id);
-        for id in job.tree().members() {
-            if self.saved.contains_key(&id) {
-                if let Err(e) = affinity::pin(id.pid, &cpus) {
-                    tracing::debug!("affinity of {}: {e}", id.pid);
-                }
-                continue;
-            }
-            match affinity::pin(id.pid, &cpus) {
-                Ok(saved) => {
-                    self.saved.insert(id, saved);
-                }
+        let members = job.tree().members();
+        let mut originals = Vec::new();
+        for &id in members.iter().filter(|id| !self.saved.contains_key(id)) {
+            match affinity::save(id.pid) {
+                Ok(saved) if saved.id == id => originals.push(saved),
+                Ok(_) => {} // the pid names another process now
                 Err(e) => tracing::debug!("affinity of {}: {e}", id.pid),
+            }
+        }
+        if !originals.is_empty() {
+            safety.save_masks(job, originals.clone())?;
+            self.saved
+                .extend(originals.into_iter().map(|saved| (saved.id, saved)));
+        }
+        // Only processes whose original mask is saved: what could not be read is left alone.
+        for id in members.iter().filter(|id| self.saved.contains_key(id)) {
+            if let Err(e) = affinity::pin(id.pid, &cpus) {
+                tracing::debug!("affinity of {}: {e}", id.pid);
             }
         }
         Ok(())

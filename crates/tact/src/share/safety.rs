@@ -3,13 +3,18 @@
 //! so that no exit path, SIGKILL included, leaves a job stopped. Jobs tact starts wait at a
 //! start gate until then (`tact_linux::gate`, see `group`): blocked, never stopped, and ended
 //! unstarted if tact dies first, since nothing can hold a process that stops itself before the
-//! watchdog holds its pidfd.
+//! watchdog holds its pidfd. The same goes for CPU masks (conserving mode): a member's original
+//! mask is in its job's state file before tact first changes it, and the watchdog, or a later
+//! tact's recovery, puts it back.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use tact_core::share::EntityId;
+use tact_linux::actuate::affinity::SavedAffinity;
 use tact_linux::state::StateDir;
-use tact_linux::Guard;
+use tact_linux::{Guard, ProcId};
 
 use super::group::Job;
 use super::spec::JobSpec;
@@ -21,6 +26,9 @@ pub struct Safety {
     state: StateDir,
     /// Until `release` dismisses it.
     guard: Option<Guard>,
+    /// Original masks of the members whose CPU affinity tact changed, by job: part of each job's
+    /// state file.
+    masks: HashMap<EntityId, Vec<SavedAffinity>>,
 }
 
 impl Safety {
@@ -32,6 +40,7 @@ impl Safety {
         Ok(Safety {
             state,
             guard: Some(guard),
+            masks: HashMap::new(),
         })
     }
 
@@ -67,9 +76,31 @@ impl Safety {
         if job.gone {
             return Ok(());
         }
-        self.state.record_all(job.tree())?;
+        self.record(job)?;
         if let Some(guard) = &mut self.guard {
             guard.watch_all(job.tree())?;
+        }
+        Ok(())
+    }
+
+    /// Adds `originals`, masks of members of `job` that tact is about to change for the first
+    /// time, to the job's state file. Call it before changing them: a mask changed first and
+    /// recorded after would stay narrowed for good if tact died in between.
+    pub fn save_masks(&mut self, job: &Job, originals: Vec<SavedAffinity>) -> Result<()> {
+        self.masks.entry(job.id).or_default().extend(originals);
+        self.record(job)
+    }
+
+    /// Rewrites the job's state file (its members and the masks tact changed) and makes sure
+    /// the watchdog knows where it is.
+    fn record(&mut self, job: &Job) -> Result<()> {
+        let masks = self.masks.entry(job.id).or_default();
+        // A process that left the job has no mask left to put back.
+        let members: HashSet<ProcId> = job.tree().members().into_iter().collect();
+        masks.retain(|m| members.contains(&m.id));
+        self.state.record_all(job.tree(), masks)?;
+        if let Some(guard) = &mut self.guard {
+            guard.watch_record(&self.state.record_path(job.tree()))?;
         }
         Ok(())
     }
