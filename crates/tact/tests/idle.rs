@@ -108,7 +108,8 @@ fn transitions(log: &Path) -> Vec<(f64, String)> {
         .collect()
 }
 
-/// The root of the job tact runs: its child that is not the guard.
+/// The root of the job tact runs: its child that is neither the guard nor one of the `tc` and
+/// `nft` commands `--idle net` runs as root while it sets up and tears down its htb tree.
 fn job_of(tact_pid: i32) -> Option<i32> {
     let r = ProcReader::new();
     r.children(tact_pid)
@@ -116,7 +117,10 @@ fn job_of(tact_pid: i32) -> Option<i32> {
         .into_iter()
         .find(|&c| {
             r.cmdline(c)
-                .map(|a| !a.iter().any(|x| x == "__guard"))
+                .map(|a| {
+                    let tool = a.first().and_then(|p| p.rsplit('/').next());
+                    !a.iter().any(|x| x == "__guard") && !matches!(tool, Some("tc" | "nft"))
+                })
                 .unwrap_or(false)
         })
 }
