@@ -94,14 +94,15 @@ fn run_regulator(state_dir: &Path, with_guard: bool) -> (Reaped, Vec<ProcId>) {
             .unwrap(),
     );
     let out = BufReader::new(reg.0.stdout.take().unwrap());
+    // Where the harness runs tests one at a time (one CPU), libtest prints "test role_regulator
+    // ... " before the test's own output, on the same line.
     let line = out
         .lines()
         .map(|l| l.unwrap())
-        .find(|l| l.starts_with("TACT-PIDS "))
+        .find_map(|l| l.split_once("TACT-PIDS ").map(|(_, ids)| ids.to_string()))
         .expect("the regulator reports its members");
     let ids = line
         .split_whitespace()
-        .skip(1)
         .map(|w| {
             let (pid, start) = w.split_once(':').unwrap();
             ProcId {
