@@ -37,6 +37,16 @@ pub struct StateDir {
     me: ProcId,
 }
 
+/// Creates `dir` and its missing parents, the last one private to this user (mode 0700): state
+/// and record directories name processes tact may signal.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
 impl StateDir {
     /// `/run/tact` for root, `$XDG_RUNTIME_DIR/tact` for others (both are private to the user
     /// and cleared at boot, when no process can be stopped any more), and without a login session
@@ -55,11 +65,7 @@ impl StateDir {
     /// Uses (and creates, mode 0700) `dir` for this process's records.
     pub fn new(dir: impl Into<PathBuf>) -> Result<StateDir> {
         let dir = dir.into();
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| Error::io(&dir, e))?;
+        create_private_dir(&dir)?;
         let me = ProcReader::new().stat(std::process::id() as i32)?.id();
         Ok(StateDir { dir, me })
     }

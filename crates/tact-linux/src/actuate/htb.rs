@@ -25,8 +25,8 @@
 
 use std::ffi::CString;
 use std::fmt;
-use std::fs::{self, DirBuilder};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -444,11 +444,7 @@ impl TreeRecords {
     /// Uses (and creates, mode 0700) `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Result<TreeRecords> {
         let dir = dir.into();
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| Error::io(&dir, e))?;
+        crate::state::create_private_dir(&dir)?;
         Ok(TreeRecords { dir })
     }
 
