@@ -549,18 +549,24 @@ fn the_job_is_in_its_cgroup_from_its_first_instruction() {
     }
     let rig = Rig::new("f");
     let dir = tempfile::tempdir().unwrap();
-    let (seen, sent) = (dir.path().join("cgroup"), dir.path().join("sent"));
+    let (seen, sent, read) = (
+        dir.path().join("cgroup"),
+        dir.path().join("sent"),
+        dir.path().join("read"),
+    );
     // The job's first command reads its cgroup, and its first socket is opened at once and used
-    // a second later, after anything tact does after the start.
+    // a second later, after anything tact does after the start. It then waits (60 s at most)
+    // until the test has read the classes: when it ends, tact removes them.
     let job = format!(
         "cat /proc/self/cgroup > {seen}; python3 -c \"import socket, time\n\
          s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          time.sleep(1.5)\n\
          for _ in range(200): s.sendto(b'x' * 1400, ('{sink}', 9)); time.sleep(0.002)\n\"; \
-         touch {sent}",
+         touch {sent}; i=0; while [ ! -e {read} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done",
         seen = seen.display(),
         sink = rig.sink(),
-        sent = sent.display()
+        sent = sent.display(),
+        read = read.display()
     );
     let (mut tact, log) = start_tact(&rig, dir.path(), &job);
     let cgroup = started(&rig, &tact.0, &log);
@@ -570,6 +576,7 @@ fn the_job_is_in_its_cgroup_from_its_first_instruction() {
     assert!(v2.is_some_and(|p| p.ends_with(&name)), "{first}");
     wait_for(PATIENCE, "the job to send", || sent.exists());
     let (fg, bg) = rig.classes();
+    std::fs::write(&read, b"").unwrap();
     assert!(bg > 20 * 1400, "background class: {bg} bytes");
     assert!(fg < 16 << 10, "foreground class: {fg} bytes");
     let status = tact.0.wait().unwrap();
