@@ -512,10 +512,10 @@ impl NetnsPair {
             inner: format!("tact-test-idle-in-{id}"),
         };
         let inner_if = format!("tti{id}");
-        pair.ip(&["netns", "add", &pair.outer]);
-        pair.ip(&["netns", "add", &pair.inner]);
+        ip(&["netns", "add", &pair.outer]);
+        ip(&["netns", "add", &pair.inner]);
         let (o, i) = (&pair.outer, &pair.inner);
-        pair.ip(&[
+        ip(&[
             "-n",
             o,
             "link",
@@ -529,7 +529,7 @@ impl NetnsPair {
         .into_iter()
         .chain([inner_if.as_str(), "netns", i])
         .collect::<Vec<_>>());
-        pair.ip(&[
+        ip(&[
             "-n",
             o,
             "addr",
@@ -538,19 +538,10 @@ impl NetnsPair {
             "dev",
             &pair.outer_if,
         ]);
-        pair.ip(&["-n", i, "addr", "add", "10.99.0.2/24", "dev", &inner_if]);
-        pair.ip(&["-n", o, "link", "set", &pair.outer_if, "up"]);
-        pair.ip(&["-n", i, "link", "set", &inner_if, "up"]);
+        ip(&["-n", i, "addr", "add", "10.99.0.2/24", "dev", &inner_if]);
+        ip(&["-n", o, "link", "set", &pair.outer_if, "up"]);
+        ip(&["-n", i, "link", "set", &inner_if, "up"]);
         pair
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let out = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 }
 

@@ -70,32 +70,23 @@ impl Rig {
             peer: format!("tk{tag}i{}", id % 100_000),
         };
         let net = tag.as_bytes()[0] - b'a' + 1;
-        rig.ip(&["netns", "add", &rig.outer]);
-        rig.ip(&["netns", "add", &rig.inner]);
-        rig.ip(&[
+        ip(&["netns", "add", &rig.outer]);
+        ip(&["netns", "add", &rig.inner]);
+        ip(&[
             "-n", &rig.outer, "link", "add", &rig.link, "type", "veth", "peer", "name", &rig.peer,
             "netns", &rig.inner,
         ]);
         let (o, i) = (format!("10.97.{net}.1/24"), format!("10.97.{net}.2/24"));
-        rig.ip(&["-n", &rig.outer, "addr", "add", &o, "dev", &rig.link]);
-        rig.ip(&["-n", &rig.inner, "addr", "add", &i, "dev", &rig.peer]);
-        rig.ip(&["-n", &rig.outer, "link", "set", &rig.link, "up"]);
-        rig.ip(&["-n", &rig.inner, "link", "set", &rig.peer, "up"]);
+        ip(&["-n", &rig.outer, "addr", "add", &o, "dev", &rig.link]);
+        ip(&["-n", &rig.inner, "addr", "add", &i, "dev", &rig.peer]);
+        ip(&["-n", &rig.outer, "link", "set", &rig.link, "up"]);
+        ip(&["-n", &rig.inner, "link", "set", &rig.peer, "up"]);
         rig
     }
 
     fn sink(&self) -> String {
         let net = self.link.as_bytes()[2] - b'a' + 1;
         format!("10.97.{net}.2")
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let out = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
 
     /// `CMD...` in the outer namespace.

@@ -258,3 +258,13 @@ pub fn one_cpu() -> usize {
     let cpus = tact_linux::actuate::affinity::thread_cpus(std::process::id() as i32).unwrap();
     *cpus.last().unwrap()
 }
+
+/// Runs `ip ARGS...`; a failure fails the test with ip's message.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
