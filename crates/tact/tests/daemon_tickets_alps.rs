@@ -13,19 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{one_cpu, wait_for};
+use common::{one_cpu, wait_for, AS_NOBODY};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use tact_linux::ProcReader;
 
-const NOBODY: [&str; 6] = [
-    "/usr/bin/setpriv",
-    "--reuid",
-    "65534",
-    "--regid",
-    "65534",
-    "--clear-groups",
-];
 const TASKSET: &str = "/usr/bin/taskset";
 /// Generous: the machine may be heavily loaded.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -35,7 +27,7 @@ fn cannot_run() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not root: cannot run the daemon as nobody".into());
     }
-    for tool in [NOBODY[0], TASKSET] {
+    for tool in [AS_NOBODY[0], TASKSET] {
         if !Path::new(tool).exists() {
             return Some(format!("{tool} is missing"));
         }
@@ -45,8 +37,8 @@ fn cannot_run() -> Option<String> {
 
 /// A command run as nobody, pinned to `cpu`.
 fn as_nobody(cpu: usize, program: &str) -> Command {
-    let mut c = Command::new(NOBODY[0]);
-    c.args(&NOBODY[1..])
+    let mut c = Command::new(AS_NOBODY[0]);
+    c.args(&AS_NOBODY[1..])
         .arg(TASKSET)
         .arg("-c")
         .arg(cpu.to_string())

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{tickets_at, tickets_daemon, tickets_ok, wait_for};
+use common::{tickets_at, tickets_daemon, tickets_ok, wait_for, AS_NOBODY};
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -257,31 +257,23 @@ fn refusals_name_what_is_wrong_and_change_nothing() {
         eprintln!("skipping the non-root peer: needs root and setpriv to run a client as nobody");
         return;
     }
-    let nobody = [
-        "/usr/bin/setpriv",
-        "--reuid",
-        "65534",
-        "--regid",
-        "65534",
-        "--clear-groups",
-    ];
-    let (code, _, err) = d.tickets_as(&nobody, &["fund", "A", "--from", "base", "--cpu", "5"]);
+    let (code, _, err) = d.tickets_as(&AS_NOBODY, &["fund", "A", "--from", "base", "--cpu", "5"]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("permission denied") && err.contains("needs f (fund) on currency A"),
         "{err}"
     );
-    let (code, _, err) = d.tickets_as(&nobody, &["destroy", "B"]);
+    let (code, _, err) = d.tickets_as(&AS_NOBODY, &["destroy", "B"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("needs c (change) on currency B"), "{err}");
-    let (code, _, err) = d.tickets_as(&nobody, &["create", "Q", "--owner", "0"]);
+    let (code, _, err) = d.tickets_as(&AS_NOBODY, &["create", "Q", "--owner", "0"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("permission denied"), "{err}");
-    let (code, _, err) = d.tickets_as(&nobody, &["detach", &_jobs.pid(0)]);
+    let (code, _, err) = d.tickets_as(&AS_NOBODY, &["detach", &_jobs.pid(0)]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("needs root"), "{err}");
     // Reading is anyone's.
-    let (code, out, err) = d.tickets_as(&nobody, &["show", "--json"]);
+    let (code, out, err) = d.tickets_as(&AS_NOBODY, &["show", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), before);
     assert_eq!(d.show(), before);

@@ -268,3 +268,13 @@ pub fn ip(args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The prefix that runs a command as nobody (uid and gid 65534, no supplementary groups).
+pub const AS_NOBODY: [&str; 6] = [
+    "/usr/bin/setpriv",
+    "--reuid",
+    "65534",
+    "--regid",
+    "65534",
+    "--clear-groups",
+];
