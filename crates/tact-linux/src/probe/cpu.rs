@@ -591,11 +591,14 @@ mod tests {
         assert!(own >= before + 50_000_000);
     }
 
-    /// What `tact share` relies on to skip stat reads: a process a stat read found runnable stays
-    /// runnable until its CPU clock moves (only the process itself leaves `R`: blocking,
-    /// stopping and exiting all run its code). A shell that computes and sleeps by turns shares
-    /// one CPU with a spinner, so it often waits in `R`; whenever its clock has not moved since
-    /// a stat read said `R`, nor during the next one, that one says `R` too.
+    /// What `tact share` relies on to skip stat reads: a process a stat read found runnable has
+    /// not blocked while its CPU clock has not moved, for blocking deschedules it, and that
+    /// brings its clock up to date before the voluntary switch is counted. (The clock of another
+    /// process moves only at ticks while it runs, and a stat read can catch a running process in
+    /// `S` on its way to sleep, e.g. in wait4's scan, so the state letter is not the witness:
+    /// its voluntary context switches are.) A shell that computes and sleeps by turns shares one
+    /// CPU with a spinner, so it often waits in `R`; whenever its clock has not moved since a
+    /// stat read said `R`, nor across the count read after, it has not blocked in between.
     #[test]
     fn runnable_stays_runnable_until_its_clock_moves() {
         let cpu = crate::actuate::affinity::thread_cpus(std::process::id() as i32).unwrap()[0];
@@ -610,19 +613,31 @@ mod tests {
             "while :; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.001; done",
         );
         let mut w = ProcWatch::open(shell.id() as i32).unwrap();
+        let status = format!("/proc/{}/status", shell.id());
+        let blocks = || {
+            let text = std::fs::read_to_string(&status).unwrap();
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .unwrap();
+            line.trim().parse::<u64>().unwrap()
+        };
         let (mut runnable_at, mut confirmed, mut states) = (None, 0, Vec::new());
         let start = Instant::now();
         let slept = |states: &[Activity]| states.contains(&Activity::Blocked);
         while (confirmed < 20 || !slept(&states)) && start.elapsed() < Duration::from_secs(20) {
             let before = w.clock_ns().unwrap();
             let r = w.read().unwrap();
+            let blocked = blocks();
             let after = w.clock_ns().unwrap();
             states.push(r.activity);
-            if runnable_at == Some(before) && after == before {
-                assert_eq!(r.activity, Activity::Runnable, "left R without running");
-                confirmed += 1;
+            if let Some((at, blocked_then)) = runnable_at {
+                if at == before && after == before {
+                    assert_eq!(blocked, blocked_then, "blocked without its clock moving");
+                    confirmed += 1;
+                }
             }
-            runnable_at = (r.activity == Activity::Runnable).then_some(r.cpu_ns);
+            runnable_at = (r.activity == Activity::Runnable).then_some((r.cpu_ns, blocked));
             std::thread::sleep(Duration::from_micros(200));
         }
         for c in [&mut spinner, &mut shell] {

@@ -26,10 +26,11 @@ struct Member {
     activity: Activity,
     threads: u32,
     /// The CPU time read just before a stat read that found the member runnable (`R`). Only the
-    /// process itself can take it out of `R` (blocking, stopping on a signal, exiting), which
-    /// moves its CPU clock: while the clock still reads this much, it is still runnable, and
-    /// the stat read (the costly part of a read) is saved. Spinners sharing a CPU wait in `R`
-    /// for several quanta at a time.
+    /// process itself can block (or stop on a signal, or exit), and being descheduled brings its
+    /// CPU clock up to date: while the clock still reads this much, it has not blocked, and the
+    /// stat read (the costly part of a read) is saved. (It may be running: another process's
+    /// clock moves only at ticks.) Spinners sharing a CPU wait in `R` for several quanta at a
+    /// time.
     runnable_at: Option<u64>,
 }
 
