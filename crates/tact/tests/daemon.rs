@@ -63,13 +63,9 @@ impl Daemon {
             stderr,
             _dir: None,
         };
-        wait_for(PATIENCE, "the daemon to listen", || {
-            assert!(
-                d.child.try_wait().unwrap().is_none(),
-                "daemon exited: {:?}",
-                d.stderr()
-            );
-            UnixStream::connect(&d.path).is_ok()
+        let lines = d.stderr.clone();
+        common::wait_until_listening(&mut d.child, &d.path, PATIENCE, || {
+            format!("{:?}", lines.lock().unwrap())
         });
         d
     }

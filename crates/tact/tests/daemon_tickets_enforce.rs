@@ -7,7 +7,6 @@
 mod common;
 
 use std::fs;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -46,13 +45,9 @@ impl Daemon {
     fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Daemon {
         let child = daemon(dir.path(), extra).spawn().unwrap();
         let mut d = Daemon { child, dir };
-        wait_for(PATIENCE, "the daemon to listen", || {
-            assert!(
-                d.child.try_wait().unwrap().is_none(),
-                "the daemon exited: {}",
-                d.stderr()
-            );
-            UnixStream::connect(d.dir.path().join("s")).is_ok()
+        let (socket, stderr) = (d.dir.path().join("s"), d.dir.path().join("stderr"));
+        common::wait_until_listening(&mut d.child, &socket, PATIENCE, || {
+            fs::read_to_string(&stderr).unwrap_or_default()
         });
         d
     }

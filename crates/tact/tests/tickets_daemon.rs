@@ -5,7 +5,6 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -38,10 +37,8 @@ impl Daemon {
             child,
             dir: Some(dir),
         };
-        wait_for(PATIENCE, "the daemon to listen", || {
-            assert!(d.child.try_wait().unwrap().is_none(), "the daemon exited");
-            UnixStream::connect(d.socket()).is_ok()
-        });
+        let socket = d.socket();
+        common::wait_until_listening(&mut d.child, &socket, PATIENCE, String::new);
         d
     }
 

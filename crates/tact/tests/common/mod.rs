@@ -38,6 +38,24 @@ pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> 
     start.elapsed()
 }
 
+/// Waits until a daemon (`child`) accepts connections on `socket`; fails at once, with what
+/// `stderr` gives, if it exits first.
+pub fn wait_until_listening(
+    child: &mut Child,
+    socket: &Path,
+    limit: Duration,
+    stderr: impl Fn() -> String,
+) {
+    wait_for(limit, "the daemon to listen", || {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the daemon exited: {}",
+            stderr()
+        );
+        std::os::unix::net::UnixStream::connect(socket).is_ok()
+    });
+}
+
 /// The process tree under `pid` (including it).
 pub fn tree(pid: i32) -> Vec<i32> {
     ProcReader::new().descendants(pid).unwrap_or_default()
