@@ -82,10 +82,31 @@ class Controller:
     def on_start(self, now: float, in_flight: int, queued: int) -> Optional[int]: ...
     def on_load(self, now: float, in_flight: int, queued: int) -> Optional[int]: ...
     def on_tick(self, now: float) -> Optional[int]: ...
+    def on_hint(self, now: float, utilization: float) -> Optional[int]:
+        """The bottleneck's mean utilization in [0, 1] since the previous report (TCC's
+        bottleneck hint; baselines ignore it). Raises ValueError when it is not finite."""
     @property
     def target(self) -> int: ...
     def status(self) -> ControllerStatus: ...
     def drain_trace(self) -> List[Transition]: ...
+
+class Bottleneck:
+    """A meter of the resource a pool saturates, for TCC's bottleneck hint (what
+    ``AdaptiveExecutor(bottleneck="...")`` opens). ``spec`` takes ``tact tune --bottleneck``'s
+    forms: ``"cpu:1"``, ``"cpu:0,2-3"``, ``"psi:cpu|io|memory"``, ``"disk:vda"`` (a /dev path or
+    a path on the disk too), ``"disk:vda@iops=300"`` (or ``riops=``, ``wiops=``),
+    ``"net:eth0@1gbit"`` (what it sends), ``"net:eth0@1gbit,rx"`` (what it receives). Raises
+    ValueError on a malformed spec (naming the forms), or a CPU, PSI file, device or interface
+    this machine lacks."""
+
+    def __init__(self, spec: str) -> None: ...
+    def sample(self) -> Optional[float]:
+        """The utilization since the previous reading (the first: since the meter was made), with
+        the GIL released; None when nothing can be said yet. Rates against a cap given (IOPS, a
+        link's rate) exceed 1 when the cap is too low. Raises OSError when the counters cannot
+        be read."""
+    @property
+    def spec(self) -> str: ...
 
 class IdleGate:
     """A cooperative idle gate for one disk (``device``: a kernel name such as ``"sda"``, a

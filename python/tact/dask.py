@@ -10,7 +10,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .tune import TICK, ControllerStatus, Transition, _Tuning
+from .tune import TICK, BottleneckSource, ControllerStatus, Transition, _Tuning
 
 
 def _distributed() -> Any:
@@ -38,7 +38,8 @@ class AdaptiveSubmitter:
     and ``next()`` raises that error; the tasks in flight still yield their results. ``close()`` (or leaving a
     ``with`` block) stops submitting and cancels the futures in flight.
 
-    policy and params: as for :class:`tact.AdaptiveExecutor` (``n_init`` sets the first target).
+    policy, bottleneck and params: as for :class:`tact.AdaptiveExecutor` (``n_init`` sets the first
+    target); the bottleneck is read on the consumer's ticks, with the submitter's lock released.
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
     state transitions, ``in_flight`` the futures submitted and not yet done.
     """
@@ -51,12 +52,13 @@ class AdaptiveSubmitter:
         *,
         policy: str = "tcc",
         max_in_flight: int = 256,
+        bottleneck: Optional[BottleneckSource] = None,
         **params: Any,
     ) -> None:
         distributed = _distributed()
         if not isinstance(client, distributed.Client):
             raise TypeError(f"client must be a distributed.Client, not {type(client).__name__}")
-        self._tuning = _Tuning(policy, max_in_flight, params)
+        self._tuning = _Tuning(policy, max_in_flight, params, bottleneck)
         self._client = client
         self._fn = fn
         self._items = iter(iterable)
@@ -114,8 +116,7 @@ class AdaptiveSubmitter:
                 if self._closed or (self._exhausted and not self._running):
                     raise StopIteration
                 if not self._ready.wait(TICK):
-                    now = self._tuning.now()
-                    self._grow(now, self._tuning.controller.on_tick(now))
+                    self._tick()
         # Outside the lock: gathering a result may wait for the cluster.
         return future.result()
 
@@ -164,6 +165,18 @@ class AdaptiveSubmitter:
             future.add_done_callback(self._done)
             submitted += 1
         return submitted
+
+    def _tick(self) -> None:
+        utilization = None
+        if self._tuning.hint is not None:
+            # The source may read files or take long: done callbacks go on meanwhile.
+            self._lock.release()
+            try:
+                utilization = self._tuning.read_hint()
+            finally:
+                self._lock.acquire()
+        now = self._tuning.now()
+        self._grow(now, self._tuning.tick(now, utilization))
 
     def _grow(self, now: float, new: Optional[int]) -> None:
         while self._tuning.changed(now, new) and self._fill():

@@ -7,21 +7,37 @@ every start, completion (with its run time) and queue change to it, and tick it 
 that its timeouts fire while completions are rare. A new target applies at task boundaries: a
 larger one starts queued tasks at once, a smaller one lets the surplus finish and starts nothing in
 their place. No task is ever cancelled or dropped by the pool.
+
+Given a ``bottleneck`` source, each also reports the utilization of the resource the pool saturates
+to TCC (its bottleneck hint, ``docs/tune.md``): below TCC's ``util`` target (0.9) an add step that
+gains less than q is still taken, so the pool climbs to the resource's ~90% rather than stopping
+at 75-85% as the throughput rule alone does.
 """
 
 import asyncio
 import functools
+import math
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any, Callable, Deque, Dict, List, Literal, Optional, Tuple, TypedDict
+from typing import Any, Callable, Deque, Dict, List, Literal, Optional, Tuple, TypedDict, Union
 
-from ._tact import Controller
+from ._tact import Bottleneck, Controller
 
 #: Seconds between ticks of the controller.
 TICK = 0.1
+
+#: Shortest period between readings of a bottleneck source (tact-lib's ``HINT_PERIOD``): the
+#: kernel's CPU counters move in 10 ms ticks, so shorter intervals only read noise.
+HINT_PERIOD = 0.1
+
+#: A bottleneck source: ``tact tune --bottleneck``'s forms (``"cpu:1"``, ``"psi:io"``,
+#: ``"disk:vda"``, ``"disk:vda@iops=300"``, ``"net:eth0@1gbit,rx"``), or a callable returning the
+#: resource's mean utilization in [0, 1] since its previous call (None: no reading this time).
+BottleneckSource = Union[str, Callable[[], Optional[float]]]
 
 _Phase = Literal["steady", "base", "add", "max", "remove"]
 
@@ -50,6 +66,11 @@ class ControllerStatus(TypedDict, total=False):
     forced_decisions: int
     clock_regressions: int
     trace_dropped: int
+    #: The bottleneck's mean utilization over the configuration being measured, when a
+    #: ``bottleneck`` source covered at least half of its busy time.
+    utilization: Optional[float]
+    #: Steps the bottleneck hint decided (add steps it accepted, removals it undid).
+    hinted: int
 
 
 #: A state transition of TCC (``Controller.drain_trace()``); "from" is a keyword, hence this form.
@@ -67,16 +88,71 @@ Transition = TypedDict(
         "throughput": Optional[float],
         "batches": int,
         "forced": bool,
+        "hinted": bool,
     },
 )
+
+
+class _Hint:
+    """A bottleneck source, read at most every ``HINT_PERIOD``. A string opens its meter at once,
+    so a malformed one or a device the machine lacks raises ValueError before any worker
+    starts."""
+
+    def __init__(self, source: BottleneckSource) -> None:
+        if isinstance(source, str):
+            self._read: Callable[[], Optional[float]] = Bottleneck(source).sample
+        elif callable(source):
+            self._read = source
+        else:
+            raise TypeError(
+                "bottleneck must be a string such as 'cpu:1' or 'disk:vda', or a callable "
+                f"returning the utilization, not {type(source).__name__}"
+            )
+        self._source = source
+        self._last: Optional[float] = None
+        self._failed = False
+
+    def read(self) -> Optional[float]:
+        """The utilization when a reading is due and the source gives one. Runs the source, so
+        hosts call it outside their locks. A source that raises or returns something other than
+        a finite number gives no reading (TCC then turns the hint off), with one warning."""
+        now = time.monotonic()
+        if self._last is not None and now - self._last < HINT_PERIOD:
+            return None
+        self._last = now
+        try:
+            u = self._read()
+            if u is None:
+                return None
+            u = float(u)
+            if not math.isfinite(u):
+                raise ValueError(f"{u} is not a utilization")
+        except Exception as e:  # a failing source must not stop the pool's ticks
+            if not self._failed:
+                self._failed = True
+                warnings.warn(
+                    f"tact: bottleneck {self._source!r} failed ({e!r}); the hint is off while "
+                    "it gives no readings",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            return None
+        return u
 
 
 class _Tuning:
     """A controller with the pool's clock (seconds since the pool was made) and the record of its
     targets and transitions. Not thread-safe: its owner serializes the calls."""
 
-    def __init__(self, policy: str, n_max: int, params: Dict[str, Any]) -> None:
+    def __init__(
+        self,
+        policy: str,
+        n_max: int,
+        params: Dict[str, Any],
+        bottleneck: Optional[BottleneckSource] = None,
+    ) -> None:
         self.controller = Controller(policy, n_max=n_max, **params)
+        self.hint = _Hint(bottleneck) if bottleneck is not None else None
         self.origin = time.monotonic()
         self.target: int = self.controller.target
         self.targets: List[Tuple[float, int]] = [(0.0, self.target)]
@@ -84,6 +160,17 @@ class _Tuning:
 
     def now(self) -> float:
         return time.monotonic() - self.origin
+
+    def read_hint(self) -> Optional[float]:
+        """The bottleneck's utilization when a reading is due (see ``_Hint.read``); call it
+        outside the owner's lock."""
+        return self.hint.read() if self.hint is not None else None
+
+    def tick(self, now: float, utilization: Optional[float]) -> Optional[int]:
+        """Time passed, with the bottleneck's utilization when there is a reading."""
+        if utilization is None:
+            return self.controller.on_tick(now)
+        return self.controller.on_hint(now, utilization)
 
     def changed(self, now: float, new: Optional[int]) -> bool:
         """Records a target the controller answered with; whether there was one."""
@@ -116,6 +203,13 @@ class AdaptiveExecutor(Executor):
     policy: ``"tcc"`` (default) or a spec such as ``"static:8"``, ``"aimd"``, ``"vegas"``,
         ``"gradient2"``, ``"envoy"`` (see ``tact.Controller``).
     kind: ``"thread"`` or ``"process"`` (then functions and arguments must pickle).
+    bottleneck: a source of the utilization of the resource the tasks saturate, for TCC's
+        bottleneck hint: a string in ``tact tune --bottleneck``'s forms (``"cpu:1"``,
+        ``"psi:io"``, ``"disk:vda"``, ``"disk:vda@iops=300"``, ``"net:eth0@1gbit,rx"``), or a
+        callable returning the mean utilization in [0, 1] since its previous call (or None). The
+        executor's ticker thread calls it at most every 100 ms; ``util`` (a TCC parameter, 0.9)
+        is the target. A malformed string, or a CPU or device this machine lacks, raises
+        ValueError here. ``status()`` shows the mean ``utilization`` and the ``hinted`` steps.
     params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters.
 
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
@@ -130,12 +224,14 @@ class AdaptiveExecutor(Executor):
         *,
         policy: str = "tcc",
         kind: str = "thread",
+        bottleneck: Optional[BottleneckSource] = None,
         **params: Any,
     ) -> None:
         if kind not in ("thread", "process"):
             raise ValueError(f"kind must be 'thread' or 'process', not {kind!r}")
-        # The controller checks its parameters before any worker exists.
-        self._tuning = _Tuning(policy, max_workers, params)
+        # The controller checks its parameters, and the bottleneck opens, before any worker
+        # exists.
+        self._tuning = _Tuning(policy, max_workers, params, bottleneck)
         self._pool: Executor = (
             ThreadPoolExecutor(max_workers, thread_name_prefix="tact-executor")
             if kind == "thread"
@@ -247,9 +343,12 @@ class AdaptiveExecutor(Executor):
         return picked
 
     def _tick(self) -> None:
+        # Runs on the ticker thread, outside the lock: the source may read files or take long,
+        # and completions need the lock meanwhile.
+        utilization = self._tuning.read_hint()
         with self._lock:
             now = self._tuning.now()
-            picked = self._grow(now, self._tuning.controller.on_tick(now))
+            picked = self._grow(now, self._tuning.tick(now, utilization))
         self._dispatch(picked)
 
     # Without the lock: the pool may run a done callback at once, in this thread.
@@ -317,11 +416,20 @@ class AdaptiveSemaphore:
     same task's acquire. A smaller target takes effect as permits are released: holders keep
     theirs, and no waiter gets one until fewer than the target are held.
 
-    policy and params: as for :class:`AdaptiveExecutor`. Use it from one event loop.
+    policy, bottleneck and params: as for :class:`AdaptiveExecutor`; a callable ``bottleneck``
+    runs in the event loop (the semaphore's ticker task, while the semaphore is in use), so it
+    must not block. Use it from one event loop.
     """
 
-    def __init__(self, max_permits: int = 64, *, policy: str = "tcc", **params: Any) -> None:
-        self._tuning = _Tuning(policy, max_permits, params)
+    def __init__(
+        self,
+        max_permits: int = 64,
+        *,
+        policy: str = "tcc",
+        bottleneck: Optional[BottleneckSource] = None,
+        **params: Any,
+    ) -> None:
+        self._tuning = _Tuning(policy, max_permits, params, bottleneck)
         self._held = 0
         self._waiters: Deque[asyncio.Future] = deque()
         # Acquire times per task, for latencies; tasks that end drop out.
@@ -440,5 +548,6 @@ class AdaptiveSemaphore:
         # Runs while the semaphore is in use, so an idle one leaves no task behind.
         while self._held or self._waiters:
             await asyncio.sleep(TICK)
+            utilization = self._tuning.read_hint()
             now = self._tuning.now()
-            self._grow(now, self._tuning.controller.on_tick(now))
+            self._grow(now, self._tuning.tick(now, utilization))

@@ -175,3 +175,25 @@ def test_missing_distributed_gives_a_clear_error():
     )
     assert out.returncode == 0, out.stderr
     assert "pip install 'distributed'" in out.stdout
+
+
+def slow_square(i: int) -> int:
+    time.sleep(0.25)
+    return i * i
+
+
+def test_the_bottleneck_is_read_on_the_consumers_ticks(client):
+    threads = []
+
+    def source() -> float:
+        threads.append(threading.current_thread().name)
+        return 0.3
+
+    # Tasks of 250 ms: the consumer waits past its 100 ms ticks, and each tick reads the source.
+    sub = AdaptiveSubmitter(
+        client, slow_square, range(6), max_in_flight=2, n_init=2, bottleneck=source
+    )
+    assert sorted(collect(sub)) == [i * i for i in range(6)]
+    assert threads and set(threads) == {threading.current_thread().name}
+    with pytest.raises(ValueError, match="net:IF@RATE"):
+        AdaptiveSubmitter(client, abs, [], bottleneck="gpu:0")

@@ -7,6 +7,7 @@ scripted policy: its target never moves, so the bound it gives is exact.
 
 import asyncio
 import heapq
+import math
 import os
 import threading
 import time
@@ -380,3 +381,147 @@ def test_semaphore_with_tcc_keeps_within_targets():
         assert sem.status()["policy"] == "tcc"
 
     asyncio.run(main())
+
+
+# The bottleneck hint
+
+
+def hinted_workload():
+    """A service whose throughput with n calls in flight is 500 (1 - e^(-n/8)) per second: a 25%
+    step gains less than TCC's q = 14% from about 8 calls on, where the paper stops. Returns the
+    task (it sleeps its service time) and TCC's parameters for short measurements."""
+
+    def task(pool) -> None:
+        n = max(1, pool.in_flight)
+        time.sleep(n / (500.0 * (1.0 - math.exp(-n / 8.0))))
+
+    params = dict(n_init=4, n_star=5, batch_min=4, dwell=1.0, max_dwell=1.0)
+    return task, params
+
+
+def run_until(ex: tact.AdaptiveExecutor, task, done, timeout: float = TIMEOUT) -> List[dict]:
+    """Keeps the executor's queue full until done(status) holds; returns the statuses seen."""
+    seen: List[dict] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        status = ex.status()
+        seen.append(status)
+        if done(status):
+            return seen
+        assert time.monotonic() < deadline, f"timed out: {status}, targets {ex.targets}"
+        while ex.queued < 32:
+            ex.submit(task, ex)
+        time.sleep(0.01)
+
+
+def test_executor_takes_steps_below_q_while_a_callable_reports_low_utilization():
+    task, params = hinted_workload()
+    threads = []
+
+    def source() -> float:
+        threads.append(threading.current_thread().name)
+        return 0.3
+
+    ex = tact.AdaptiveExecutor(24, bottleneck=source, **params)
+    try:
+        seen = run_until(ex, task, lambda s: s["hinted"] > 0)
+        if all(s["utilization"] is None for s in seen):  # polls too rare on a loaded machine
+            seen += run_until(ex, task, lambda s: s["utilization"] is not None)
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+    # The source ran on the executor's ticker thread only.
+    assert threads and set(threads) == {"tact-executor-tick"}
+    means = [s["utilization"] for s in seen if s["utilization"] is not None]
+    assert means and all(u == pytest.approx(0.3) for u in means), means
+    # The hinted step is a "better" that the paper's rule would have refused.
+    hinted = [t for t in ex.trace() if t["hinted"]]
+    assert hinted and all(t["reason"] in ("better", "ceiling", "lost") for t in hinted), hinted
+    assert all(1 <= t <= 24 for _, t in ex.targets)
+
+
+def test_executor_reads_a_cpu_bottleneck():
+    task, params = hinted_workload()
+    # Long dwell: the first configuration is measured throughout, so its mean shows.
+    params.update(dwell=30.0, max_dwell=30.0)
+    ex = tact.AdaptiveExecutor(8, bottleneck="cpu:0", **params)
+    try:
+        status = run_until(ex, task, lambda s: s["utilization"] is not None)[-1]
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+    assert 0.0 <= status["utilization"] <= 1.0
+    assert tact._tact.Bottleneck(" cpu:0 ").spec == "cpu:0"
+
+
+@pytest.mark.parametrize("spec", ["gpu:0", "cpu:x", "disk:", "net:eth0", "psi:disk"])
+def test_a_malformed_bottleneck_raises_value_error_naming_the_forms(spec):
+    with pytest.raises(ValueError, match="net:IF@RATE"):
+        tact.AdaptiveExecutor(4, bottleneck=spec)
+    with pytest.raises(ValueError, match="net:IF@RATE"):
+        tact.AdaptiveSemaphore(4, bottleneck=spec)
+
+
+def test_a_missing_device_raises_before_any_worker_starts():
+    before = {t.name for t in threading.enumerate()}
+    for spec, words in [
+        ("disk:no-such-disk-tact", "this machine has"),
+        ("net:no-such-if-tact@1gbit,rx", "lo"),
+        ("cpu:100000", "cpu100000"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            tact.AdaptiveExecutor(4, bottleneck=spec)
+    # Threads of earlier tests may end meanwhile, but none begins.
+    assert {t.name for t in threading.enumerate()} <= before
+    with pytest.raises(TypeError, match="bottleneck must be"):
+        tact.AdaptiveExecutor(4, bottleneck=0.5)
+
+
+def test_a_failing_source_warns_once_and_the_pool_goes_on():
+    calls = []
+
+    def source() -> float:
+        calls.append(1)
+        raise OSError("gone")
+
+    with pytest.warns(RuntimeWarning, match="gone") as warned:
+        with tact.AdaptiveExecutor(4, bottleneck=source, n_init=2) as ex:
+            deadline = time.monotonic() + TIMEOUT
+            while len(calls) < 3:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert ex.submit(abs, -3).result(timeout=TIMEOUT) == 3
+    assert len([w for w in warned if issubclass(w.category, RuntimeWarning)]) == 1
+    assert ex.status()["utilization"] is None and ex.status()["hinted"] == 0
+
+
+def test_semaphore_reports_a_callable_bottleneck():
+    async def main() -> dict:
+        sem = tact.AdaptiveSemaphore(8, bottleneck=lambda: 0.3, n_init=2, dwell=30.0)
+
+        async def task() -> None:
+            async with sem:
+                await asyncio.sleep(0.005)
+
+        async def load() -> None:
+            while True:
+                await asyncio.gather(*(task() for _ in range(16)))
+
+        loader = asyncio.create_task(load())
+        deadline = time.monotonic() + TIMEOUT
+        try:
+            while sem.status()["utilization"] is None:
+                assert time.monotonic() < deadline, sem.status()
+                await asyncio.sleep(0.05)
+        finally:
+            loader.cancel()
+        return sem.status()
+
+    assert asyncio.run(main())["utilization"] == pytest.approx(0.3)
+
+
+def test_controller_takes_hints():
+    c = tact.Controller(n_init=2, n_max=8)
+    assert c.on_hint(0.1, 0.5) is None
+    assert c.status()["hinted"] == 0
+    with pytest.raises(ValueError, match="utilization"):
+        c.on_hint(0.2, float("nan"))
+    assert tact.Controller("aimd", n_max=8).on_hint(0.1, 0.5) is None

@@ -95,6 +95,7 @@ fn _tact(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(settings::configure, m)?)?;
     m.add_class::<regulator::Regulator>()?;
     m.add_class::<tune::Controller>()?;
+    m.add_class::<tune::Bottleneck>()?;
     m.add_class::<idle::IdleGate>()?;
     Ok(())
 }

@@ -1,20 +1,24 @@
 //! `tact._tact.Controller`: a concurrency controller (TCC or a baseline, tact-core's
 //! [`Policy`]) for pools written in Python. The pure-Python `tact.AdaptiveExecutor`,
 //! `tact.AdaptiveSemaphore` and `tact.dask.AdaptiveSubmitter` drive it; it can also be driven by
-//! hand, with times on the caller's monotonic clock.
+//! hand, with times on the caller's monotonic clock. `tact._tact.Bottleneck` is the meter those
+//! pools read for TCC's bottleneck hint when given a source as a string (`docs/tune.md`, "The
+//! bottleneck hint").
 //!
 //! Every call into the controller releases the GIL: TCC's decisions sort samples and run
-//! sequential tests, and the pool's worker threads should go on meanwhile.
+//! sequential tests, and the pool's worker threads should go on meanwhile. So does a meter's
+//! reading, which reads files under `/proc` or `/sys`.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tact_core::tune::{policy_from_spec, Event, Load, Policy, Status, Tcc, Transition, TuneParams};
+use tact_linux::probe::bottleneck::{self as probe, BottleneckSpec, FORMS};
 
 use crate::settings;
 
@@ -136,6 +140,19 @@ impl Controller {
     fn on_tick(&self, py: Python<'_>, now: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         Ok(py.detach(|| self.lock().policy().on_tick(at)))
+    }
+
+    /// The bottleneck's mean utilization in [0, 1] since the previous report (TCC's bottleneck
+    /// hint, used below its `util` target; baselines ignore it). Values outside [0, 1] are
+    /// clamped by TCC.
+    fn on_hint(&self, py: Python<'_>, now: f64, utilization: f64) -> PyResult<Option<usize>> {
+        let at = seconds("now", now)?;
+        if !utilization.is_finite() {
+            return Err(PyValueError::new_err(format!(
+                "utilization = {utilization}: must be a finite number (a fraction in [0, 1])"
+            )));
+        }
+        Ok(py.detach(|| self.lock().policy().on_hint(at, utilization)))
     }
 
     /// The number of tasks the pool should run now.
@@ -312,6 +329,8 @@ fn status(d: &Bound<'_, PyDict>, s: &Status) -> PyResult<()> {
     d.set_item("forced_decisions", s.forced_decisions)?;
     d.set_item("clock_regressions", s.clock_regressions)?;
     d.set_item("trace_dropped", s.trace_dropped)?;
+    d.set_item("utilization", s.utilization)?;
+    d.set_item("hinted", s.hinted)?;
     Ok(())
 }
 
@@ -328,5 +347,65 @@ fn transition<'py>(py: Python<'py>, t: &Transition) -> PyResult<Bound<'py, PyDic
     d.set_item("throughput", t.throughput)?;
     d.set_item("batches", t.batches)?;
     d.set_item("forced", t.forced)?;
+    d.set_item("hinted", t.hinted)?;
     Ok(d)
+}
+
+/// A meter of the resource a pool saturates, for TCC's bottleneck hint; `spec` in `tact tune
+/// --bottleneck`'s forms: "cpu:1", "cpu:0,2-3", "psi:io", "disk:vda", "disk:vda@iops=300",
+/// "net:eth0@1gbit", "net:eth0@1gbit,rx".
+///
+/// Raises ValueError on a malformed spec (naming the forms) and on a CPU, PSI file, device or
+/// interface this machine lacks (naming the ones it has), so a wrong source fails before a pool
+/// starts.
+#[pyclass(frozen, module = "tact._tact")]
+pub(crate) struct Bottleneck {
+    spec: BottleneckSpec,
+    meter: Mutex<probe::Bottleneck>,
+}
+
+#[pymethods]
+impl Bottleneck {
+    #[new]
+    fn new(py: Python<'_>, spec: &str) -> PyResult<Self> {
+        let spec: BottleneckSpec = spec.trim().parse().map_err(|e: probe::BadSpec| {
+            let e = e.to_string();
+            // Some messages say only what is wrong with one form: add the list.
+            let msg = if e.contains(FORMS) {
+                format!("bottleneck: {e}")
+            } else {
+                format!("bottleneck {spec:?}: {e}; the forms are {FORMS}")
+            };
+            PyValueError::new_err(msg)
+        })?;
+        let meter = py
+            .detach(|| probe::Bottleneck::open(&spec))
+            .map_err(|e| PyValueError::new_err(format!("bottleneck {spec}: {e}")))?;
+        Ok(Bottleneck {
+            spec,
+            meter: Mutex::new(meter),
+        })
+    }
+
+    /// The utilization since the previous reading (the first covers the time since the meter
+    /// was made); None when nothing can be said yet. Time fractions (cpu, psi, disk busy) are
+    /// at most 1; rates against a cap given (IOPS, a link's rate) exceed 1 when the cap is below
+    /// what the device or link does. Raises OSError when the counters cannot be read.
+    fn sample(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        py.detach(|| {
+            let mut meter = self.meter.lock().unwrap_or_else(PoisonError::into_inner);
+            meter.sample()
+        })
+        .map_err(|e| PyOSError::new_err(format!("bottleneck {}: {e}", self.spec)))
+    }
+
+    /// The spec, as `tact tune` writes it.
+    #[getter]
+    fn spec(&self) -> String {
+        self.spec.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Bottleneck({:?})", self.spec.to_string())
+    }
 }

@@ -14,18 +14,20 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tact_core::tune::{Event, Load, Policy, Transition};
+use tact_core::tune::{Event, Load, Policy, Status, Tcc, Transition, TuneParams};
 
 use super::controller::{Controller, Engine};
-use super::pool::DEFAULT_TICK;
+use super::hint::{self, Hint};
+use super::pool::{default_tcc, DEFAULT_TICK};
 
 /// A concurrency limit set by a [`Policy`] (spec `concurrency.md` §6).
 ///
 /// The policy receives `Complete` when a [`Permit`] is dropped (latency: how long it was held),
 /// `Start` when permits are taken outside a completion, `Load` when the first caller starts
 /// waiting, the last stops waiting without a permit, or a failed permit frees a slot nobody
-/// takes, and `Tick` every 100 ms from a thread that ends once the last clone of the limiter is
-/// gone. `queued` is the number of waiters. A raised limit grants waiters at once; a lowered
+/// takes, and `Tick` every 100 ms (the builder's `tick`) from a thread that ends once the last
+/// clone of the limiter is gone; with a [`bottleneck`](LimiterBuilder::bottleneck) source that
+/// thread also reads it and reports the readings as hints. `queued` is the number of waiters. A raised limit grants waiters at once; a lowered
 /// one takes effect as permits are released (nobody loses a permit). The limit is at least 1;
 /// there is no upper bound beyond the policy's own.
 #[derive(Clone)]
@@ -95,7 +97,17 @@ impl State {
 
     /// Feeds an event and, while the limit grows, grants waiters and reports them as `Start`.
     fn feed(&mut self, event: Event, wakers: &mut Vec<Waker>) {
-        let mut changed = self.controller.feed(event);
+        let changed = self.controller.feed(event);
+        self.follow(changed, wakers);
+    }
+
+    /// Reports the bottleneck's utilization, then follows a new limit as `feed` does.
+    fn hint(&mut self, at: Duration, utilization: f64, wakers: &mut Vec<Waker>) {
+        let changed = self.controller.hint(at, utilization);
+        self.follow(changed, wakers);
+    }
+
+    fn follow(&mut self, mut changed: bool, wakers: &mut Vec<Waker>) {
         while changed && self.grant(wakers) > 0 {
             let start = Event::Start {
                 at: self.controller.now(),
@@ -163,21 +175,78 @@ impl Inner {
     }
 }
 
-impl Limiter {
-    pub fn new(policy: Box<dyn Policy + Send>) -> Limiter {
+/// Settings for a [`Limiter`], as a [`PoolBuilder`](super::PoolBuilder)'s.
+pub struct LimiterBuilder {
+    engine: Option<Engine>,
+    tick: Duration,
+    bottleneck: Option<hint::Source>,
+}
+
+impl LimiterBuilder {
+    /// The controller. Without one (and without [`tcc`](Self::tcc)) the limiter runs TCC with
+    /// its defaults, starting at the number of online CPUs.
+    pub fn policy(mut self, policy: Box<dyn Policy + Send>) -> Self {
+        self.engine = Some(Engine::Other(policy));
+        self
+    }
+
+    /// TCC as the controller, kept by type so that [`Limiter::status`] shows its state.
+    pub fn tcc(mut self, tcc: Tcc) -> Self {
+        self.engine = Some(Engine::Tcc(Box::new(tcc)));
+        self
+    }
+
+    /// How often the policy gets [`Event::Tick`] (default [`DEFAULT_TICK`]; zero: never).
+    pub fn tick(mut self, every: Duration) -> Self {
+        self.tick = every;
+        self
+    }
+
+    /// A source of the bottleneck's utilization in [0, 1] since its previous call (None: no
+    /// reading this time), for TCC's bottleneck hint, as
+    /// [`PoolBuilder::bottleneck`](super::PoolBuilder::bottleneck): the ticker thread calls it,
+    /// outside the limiter's lock, on ticks at least [`HINT_PERIOD`](super::HINT_PERIOD) apart,
+    /// and passes the value to [`Policy::on_hint`]. Needs ticks.
+    pub fn bottleneck(mut self, source: impl FnMut() -> Option<f64> + Send + 'static) -> Self {
+        self.bottleneck = Some(Box::new(source));
+        self
+    }
+
+    pub fn build(self) -> Limiter {
+        let engine = self
+            .engine
+            .unwrap_or_else(|| default_tcc(TuneParams::default().n_max));
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
-                controller: Controller::new(Engine::Other(policy), usize::MAX),
+                controller: Controller::new(engine, usize::MAX),
                 in_flight: 0,
                 waiters: VecDeque::new(),
             }),
         });
-        let weak = Arc::downgrade(&inner);
-        thread::Builder::new()
-            .name("tact-limiter-tick".to_owned())
-            .spawn(move || tick_loop(&weak, DEFAULT_TICK))
-            .expect("spawning the limiter's ticker thread");
+        if !self.tick.is_zero() {
+            let weak = Arc::downgrade(&inner);
+            let (every, hint) = (self.tick, self.bottleneck.map(Hint::new));
+            thread::Builder::new()
+                .name("tact-limiter-tick".to_owned())
+                .spawn(move || tick_loop(&weak, every, hint))
+                .expect("spawning the limiter's ticker thread");
+        }
         Limiter { inner }
+    }
+}
+
+impl Limiter {
+    /// A limiter run by `policy`, with the builder's other defaults.
+    pub fn new(policy: Box<dyn Policy + Send>) -> Limiter {
+        Limiter::builder().policy(policy).build()
+    }
+
+    pub fn builder() -> LimiterBuilder {
+        LimiterBuilder {
+            engine: None,
+            tick: DEFAULT_TICK,
+            bottleneck: None,
+        }
     }
 
     /// Blocks until a permit is free (in arrival order).
@@ -229,6 +298,11 @@ impl Limiter {
         self.inner.lock().waiters.len()
     }
 
+    /// The controller's state when it is TCC ([`LimiterBuilder::tcc`]).
+    pub fn status(&self) -> Option<Status> {
+        self.inner.lock().controller.status()
+    }
+
     /// The policy's state transitions since the last call, oldest first.
     pub fn drain_trace(&self) -> Vec<Transition> {
         self.inner.lock().controller.drain_trace()
@@ -249,16 +323,26 @@ impl Limiter {
     }
 }
 
-fn tick_loop(limiter: &Weak<Inner>, every: Duration) {
+fn tick_loop(limiter: &Weak<Inner>, every: Duration, mut hint: Option<Hint>) {
     loop {
         thread::sleep(every);
         let Some(inner) = limiter.upgrade() else {
             return;
         };
         let mut wakers = Vec::new();
-        let mut st = inner.lock();
-        let at = st.controller.now();
-        st.feed(Event::Tick { at }, &mut wakers);
+        let st = inner.lock();
+        let now = st.controller.now();
+        let (mut st, tick) = hint::tick(
+            st,
+            now,
+            hint.as_mut(),
+            || inner.lock(),
+            |st| st.controller.now(),
+        );
+        match tick.utilization {
+            Some(u) => st.hint(tick.at, u, &mut wakers),
+            None => st.feed(Event::Tick { at: tick.at }, &mut wakers),
+        }
         drop(st);
         wake_all(wakers);
     }

@@ -42,12 +42,13 @@
 //! ```
 
 mod controller;
+mod hint;
 mod limiter;
 mod pool;
 
 pub use controller::TARGET_HISTORY;
-pub use limiter::{Acquire, Limiter, Permit};
+pub use hint::HINT_PERIOD;
+pub use limiter::{Acquire, Limiter, LimiterBuilder, Permit};
 pub use pool::{
     Full, Pool, PoolBuilder, PoolStats, TaskError, TaskHandle, DEFAULT_MAX_WORKERS, DEFAULT_TICK,
-    HINT_PERIOD,
 };

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tact_core::tune::{Event, Load, Policy, Status, Tcc, Transition, TuneParams};
 
 use super::controller::{Controller, Engine};
+use super::hint::{self, Hint};
 
 /// Threads a builder allows when not told: spawned lazily, so only what the policy asks for
 /// ever exists.
@@ -31,12 +32,7 @@ pub const DEFAULT_MAX_WORKERS: usize = 256;
 /// rare.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 
-/// The shortest period at which the bottleneck's utilization is sampled: reading `/proc/stat`
-/// more often gains nothing (its counters move in 10 ms ticks) and costs a read per tick.
-pub const HINT_PERIOD: Duration = Duration::from_millis(100);
-
 type Job = Box<dyn Task>;
-type Bottleneck = Box<dyn FnMut() -> Option<f64> + Send>;
 
 /// A submitted closure in two steps, so that the pool counts a task before its handle can see
 /// the result (a caller who waited for every handle reads complete stats).
@@ -128,7 +124,7 @@ pub struct PoolBuilder {
     queue_capacity: Option<usize>,
     tick: Duration,
     name: String,
-    bottleneck: Option<Bottleneck>,
+    bottleneck: Option<hint::Source>,
 }
 
 impl PoolBuilder {
@@ -167,9 +163,11 @@ impl PoolBuilder {
     /// A source of the bottleneck's utilization in [0, 1] since its previous call (None: no
     /// reading this time), for TCC's bottleneck hint (`TuneParams::util`; `docs/tune.md`, "The
     /// bottleneck hint"). The ticker thread calls it, outside the pool's lock, on ticks at least
-    /// [`HINT_PERIOD`] apart, and passes the value to [`Policy::on_hint`]. Name the resource the
-    /// pool saturates (e.g. `tact_linux::probe::busy::CpuBusy` over the service's CPUs): one
-    /// that never saturates makes TCC climb as long as throughput rises at all. Needs ticks.
+    /// [`HINT_PERIOD`](super::HINT_PERIOD) apart, and passes the value to
+    /// [`Policy::on_hint`]. Name the resource the pool saturates (e.g.
+    /// `tact_linux::probe::bottleneck::Bottleneck`, or `probe::busy::CpuBusy` over the
+    /// service's CPUs): one that never saturates makes TCC climb as long as throughput rises at
+    /// all. Needs ticks.
     pub fn bottleneck(mut self, source: impl FnMut() -> Option<f64> + Send + 'static) -> Self {
         self.bottleneck = Some(Box::new(source));
         self
@@ -183,17 +181,7 @@ impl PoolBuilder {
 
     pub fn build(self) -> Pool {
         let max = self.max_workers;
-        let engine = self.engine.unwrap_or_else(|| {
-            let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-            let params = TuneParams {
-                n_init: cpus.min(max),
-                n_max: max,
-                ..TuneParams::default()
-            };
-            Engine::Tcc(Box::new(
-                Tcc::new(params).expect("TCC's defaults with 1 <= n_init <= n_max are valid"),
-            ))
-        });
+        let engine = self.engine.unwrap_or_else(|| default_tcc(max));
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 controller: Controller::new(engine, max),
@@ -216,17 +204,31 @@ impl PoolBuilder {
             ticker: Condvar::new(),
             name: self.name,
         });
-        let bottleneck = self.bottleneck;
+        let hint = self.bottleneck.map(Hint::new);
         let ticker = (!self.tick.is_zero()).then(|| {
             let inner = Arc::clone(&inner);
             let every = self.tick;
             thread::Builder::new()
                 .name(format!("{}-tick", inner.name))
-                .spawn(move || tick_loop(&inner, every, bottleneck))
+                .spawn(move || tick_loop(&inner, every, hint))
                 .expect("spawning the pool's ticker thread")
         });
         Pool { inner, ticker }
     }
+}
+
+/// TCC with its defaults for at most `max` tasks at once, starting at the number of online CPUs:
+/// a host's policy when it is given none.
+pub(super) fn default_tcc(max: usize) -> Engine {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    let params = TuneParams {
+        n_init: cpus.min(max),
+        n_max: max,
+        ..TuneParams::default()
+    };
+    Engine::Tcc(Box::new(
+        Tcc::new(params).expect("TCC's defaults with 1 <= n_init <= n_max are valid"),
+    ))
 }
 
 /// A pool of worker threads running at most `target` tasks at once, the target set by a
@@ -569,28 +571,23 @@ fn work(inner: &Arc<Inner>, id: usize) {
     }
 }
 
-fn tick_loop(inner: &Arc<Inner>, every: Duration, mut bottleneck: Option<Bottleneck>) {
+fn tick_loop(inner: &Arc<Inner>, every: Duration, mut hint: Option<Hint>) {
     let mut st = inner.lock();
     let mut due = st.controller.now() + every;
-    let mut sampled: Option<Duration> = None;
     while !st.exit {
         let now = st.controller.now();
         if now >= due {
-            let hint_due = sampled.is_none_or(|s| now.saturating_sub(s) >= HINT_PERIOD);
-            match bottleneck.as_mut().filter(|_| hint_due) {
-                Some(source) => {
-                    sampled = Some(now);
-                    // The source may read files: not under the lock the workers need.
-                    drop(st);
-                    let utilization = source();
-                    st = inner.lock();
-                    let at = st.controller.now();
-                    match utilization {
-                        Some(u) => st.hint(inner, at, u),
-                        None => st.feed(inner, Event::Tick { at }),
-                    }
-                }
-                None => st.feed(inner, Event::Tick { at: now }),
+            let tick;
+            (st, tick) = hint::tick(
+                st,
+                now,
+                hint.as_mut(),
+                || inner.lock(),
+                |st| st.controller.now(),
+            );
+            match tick.utilization {
+                Some(u) => st.hint(inner, tick.at, u),
+                None => st.feed(inner, Event::Tick { at: tick.at }),
             }
             // From now, not from the missed due time: a late ticker does not fire in bursts.
             due = now + every;
