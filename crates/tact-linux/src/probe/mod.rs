@@ -11,3 +11,4 @@ pub mod netstats;
 pub mod proc;
 pub mod progress;
 pub mod psi;
+pub mod sockets;

@@ -386,7 +386,7 @@ impl IdleJob {
         let mut setups = Vec::new();
         for g in &gated {
             let label = g.label();
-            let (watch, default) = match g {
+            let (watch, default, own_traffic) = match g {
                 Gated::Disk(dev) => {
                     let w = DiskWatch::new(dev, &with(&members, me))?;
                     let default = disk_default_pi(w.baseline());
@@ -403,20 +403,21 @@ impl IdleJob {
                             "tact: {label}: not using the idle I/O class ({e}); the gate alone holds the job"
                         ),
                     }
-                    (Watch::Disk(w), default)
+                    (Watch::Disk(w), default, None)
                 }
                 Gated::Net(iface) => {
                     let w = NetWatch::new(iface, pid)?;
-                    if w.own() == OwnTraffic::Unknown {
-                        eprintln!(
-                            "tact: {label}: the job shares tact's network namespace, so its own \
-                             traffic on {iface} counts as foreground: a job that uses {iface} \
-                             itself is held for a PI after each of its bursts. Run it in a \
-                             network namespace of its own for an exact count (tact notices when \
-                             it moves to one)"
-                        );
-                    }
-                    (Watch::Net(w), net_default_pi())
+                    let why_not = match (w.own(), w.no_sockets()) {
+                        (OwnTraffic::Unknown, Some(why)) => format!(
+                            " (the job's TCP sockets cannot be read: {why}; run it in a network \
+                             namespace of its own for an exact count: tact notices when it \
+                             moves to one)"
+                        ),
+                        _ => String::new(),
+                    };
+                    eprintln!("tact: {label}: {}{why_not}", w.own().describe(iface));
+                    let own = w.own().name();
+                    (Watch::Net(w), net_default_pi(), Some(own))
                 }
             };
             let (shaper, kernel) = match g {
@@ -437,6 +438,7 @@ impl IdleJob {
                 pi: gate.params().pi.as_secs_f64(),
                 auto: tuner.is_some(),
                 why,
+                own_traffic,
                 kernel,
             });
             watched.push(Watched {
@@ -604,24 +606,23 @@ impl IdleJob {
                 Watch::Disk(d) => d.probe(now, &members)?,
                 Watch::Net(n) => {
                     if let Some(own) = n.recheck()? {
-                        let own_ns = own != OwnTraffic::Unknown;
+                        let own_ns = matches!(own, OwnTraffic::Namespace(_));
                         eprintln!(
-                            "tact: t={:.2}s {}: {}",
+                            "tact: t={:.2}s {}: {}; {}",
                             t.as_secs_f64(),
                             w.label,
                             if own_ns {
-                                "the job moved to a network namespace of its own: its traffic \
-                                 there no longer counts as foreground"
+                                "the job moved to a network namespace of its own"
                             } else {
-                                "the job is in tact's network namespace now: its traffic counts \
-                                 as foreground"
-                            }
+                                "the job is in tact's network namespace now"
+                            },
+                            own.describe(n.iface())
                         );
                         if let Some(log) = &mut self.log {
-                            log.netns(t, &w.label, own_ns)?;
+                            log.netns(t, &w.label, own_ns, own.name())?;
                         }
                     }
-                    n.probe(now)?
+                    n.probe(now, &members)?
                 }
             };
             w.fg_bytes += probe.foreground;

@@ -90,6 +90,10 @@ pub struct Setup {
     pub auto: bool,
     /// Why this PI (the default's reasoning, or "--preempt").
     pub why: String,
+    /// A link's source of the job's own traffic at the start: `namespace`, `tcp_sockets` or
+    /// `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_traffic: Option<&'static str>,
     /// A link's kernel-assisted priority: applied, or why not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel: Option<NetKernel>,
@@ -137,6 +141,8 @@ enum Record<'a> {
         resource: &'a str,
         /// Whether the job now has a network namespace of its own.
         own: bool,
+        /// The source of its own traffic from now on (as in `start`).
+        own_traffic: &'a str,
     },
     Counters {
         t: f64,
@@ -199,11 +205,18 @@ impl IdleLog {
         })
     }
 
-    pub fn netns(&mut self, t: Duration, resource: &str, own: bool) -> Result<()> {
+    pub fn netns(
+        &mut self,
+        t: Duration,
+        resource: &str,
+        own: bool,
+        own_traffic: &str,
+    ) -> Result<()> {
         self.out.line(&Record::Netns {
             t: t.as_secs_f64(),
             resource,
             own,
+            own_traffic,
         })
     }
 

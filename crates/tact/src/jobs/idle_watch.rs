@@ -4,12 +4,14 @@
 //! time).
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tact_linux::probe::block_device::BlockDevice;
 use tact_linux::probe::diskstats::{DiskStats, DiskstatsReader};
 use tact_linux::probe::netstats::{NetCounters, NetReader};
+use tact_linux::probe::sockets::{Framing, JobSockets};
 use tact_linux::{ProcId, ProcReader, ProgressMeter, ProgressSource};
 
 /// Foreground bytes of this much or more in one probe interval count as foreground activity
@@ -145,13 +147,7 @@ impl OwnLedger {
     /// Records `own` bytes of the job at `now` and takes the job's out of the device's `device`
     /// bytes.
     pub fn foreground(&mut self, now: Instant, own: u64, device: u64) -> Residual {
-        while self
-            .pending
-            .front()
-            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > self.window)
-        {
-            self.pending.pop_front();
-        }
+        self.expire(now);
         if own > 0 {
             self.pending.push_back((now, own));
         }
@@ -171,6 +167,22 @@ impl OwnLedger {
         Residual {
             foreground: left,
             own_outstanding,
+        }
+    }
+
+    /// The job's bytes still unmatched at `now`.
+    pub fn pending(&mut self, now: Instant) -> u64 {
+        self.expire(now);
+        self.pending.iter().map(|&(_, b)| b).sum()
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > self.window)
+        {
+            self.pending.pop_front();
         }
     }
 }
@@ -267,8 +279,103 @@ pub enum OwnTraffic {
     /// The job has a network namespace of its own: its interfaces' counters are exactly its
     /// traffic (behind a veth that the watched interface forwards).
     Namespace(i32),
-    /// No exact source: the job's own packets count as foreground.
+    /// The job shares tact's namespace: the byte and segment counters of its TCP sockets
+    /// (sock_diag), with estimated headers. Its UDP and other traffic counts as foreground.
+    TcpSockets,
+    /// No source: the job's own packets count as foreground.
     Unknown,
+}
+
+impl OwnTraffic {
+    /// The name the log's `start` and `netns` objects give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OwnTraffic::Namespace(_) => "namespace",
+            OwnTraffic::TcpSockets => "tcp_sockets",
+            OwnTraffic::Unknown => "none",
+        }
+    }
+
+    /// What it means for the gate, for stderr.
+    pub fn describe(self, iface: &str) -> String {
+        match self {
+            OwnTraffic::Namespace(_) => format!(
+                "own traffic: the job's network namespace (its interfaces' counters): its \
+                 traffic on {iface} is not foreground"
+            ),
+            OwnTraffic::TcpSockets => format!(
+                "own traffic: the job's TCP sockets (their byte counters, read over sock_diag): \
+                 its TCP traffic on {iface} is not foreground, its UDP and other traffic is"
+            ),
+            OwnTraffic::Unknown => format!(
+                "own traffic: none: the job's traffic on {iface} counts as foreground, so a job \
+                 that uses {iface} itself is held for a PI after each of its bursts"
+            ),
+        }
+    }
+}
+
+/// When the job's sockets are looked for again: a probe costs a lookup per known socket (4 µs),
+/// a rescan a read of every member's fds (30 µs a process), and a dump of the namespace's TCP
+/// sockets (1 ms) when there is a new fd to match. Fully once a second (every fd that is not a
+/// tracked socket matched again); for new fds sooner, when the tree changed or a probe's
+/// residual looks like foreground (a new socket of the job counts as foreground until then),
+/// but not more often than this, so that a steady foreground does not cost a rescan every
+/// probe.
+const SOCKET_RESCAN: Duration = Duration::from_secs(1);
+const MIN_SOCKET_RESCAN: Duration = Duration::from_millis(10);
+
+/// The job's TCP sockets as a source of its traffic, and when they were last looked for.
+struct SocketSource {
+    sockets: JobSockets,
+    framing: Framing,
+    last_rescan: Option<Instant>,
+    members: Vec<ProcId>,
+}
+
+impl SocketSource {
+    /// The job's frame bytes on the interface since the last probe, whose counters went up by
+    /// `device` (bytes and frames): what the known sockets carried, some of what the ones that
+    /// closed since did, and what new sockets carried since they were created. Those go to the
+    /// ledger whole: the qdisc releases what TCP has sent over the next probes, and crediting
+    /// only the bytes the interface showed unexplained now left the rest as foreground a probe
+    /// later (a socket adopted with a long past masks as much foreground for the ledger's
+    /// window at most). The first scan's sockets are the baseline, not credited.
+    /// `unexplained(own)`: the device bytes neither `own` nor the ledger accounts for.
+    fn own(
+        &mut self,
+        now: Instant,
+        members: &[ProcId],
+        device: &NetCounters,
+        unexplained: impl Fn(u64) -> u64,
+    ) -> Result<u64> {
+        let link = self.sockets.link();
+        let look = self.sockets.look()?;
+        let mut own = self
+            .framing
+            .frame_bytes(&link, &look.carried, device.packets());
+        // A socket that closed since the last look carried some more before it went: about as
+        // much as in its interval before, twice that at most (a probe may come late), and no
+        // more than the interface shows unexplained.
+        own += (2 * look.vanished.frame_bytes(&link, device.packets())).min(unexplained(own));
+        let since = self.last_rescan.map(|t| now.saturating_duration_since(t));
+        let full = since.is_none_or(|s| s >= SOCKET_RESCAN);
+        let due = full
+            || since.is_some_and(|s| s >= MIN_SOCKET_RESCAN)
+                && (members != self.members.as_slice() || unexplained(own) >= THETA_BYTES);
+        if due {
+            let pids: Vec<i32> = members.iter().map(|m| m.pid).collect();
+            let fresh = self.sockets.rescan(&pids, full)?;
+            if self.last_rescan.is_some() {
+                // Headers for no more segments than this probe's frames: the rest of a new
+                // socket's past frames are not worth masking foreground for.
+                own += fresh.frame_bytes(&link, device.packets());
+            }
+            self.last_rescan = Some(now);
+            self.members = members.to_vec();
+        }
+        Ok(own)
+    }
 }
 
 /// Foreground traffic on one interface (rx + tx: ACK-clocked TCP shows as receive traffic).
@@ -280,14 +387,28 @@ pub struct NetWatch {
     last: NetCounters,
     own: OwnTraffic,
     last_own: NetCounters,
+    /// The job's sockets, where sock_diag could be opened (else why not). Boxed: it is most of
+    /// a watch's size, and a disk's has none.
+    sockets: std::result::Result<Box<SocketSource>, String>,
     /// The job's bytes that left its namespace and have not shown on the interface yet.
     ledger: OwnLedger,
 }
 
 impl NetWatch {
+    /// Starts watching `iface` for the job rooted at `job`.
     pub fn new(iface: &str, job: i32) -> Result<NetWatch> {
         let reader = NetReader::new();
         let last = reader.counters(iface)?;
+        let sockets = JobSockets::new(Path::new("/sys"), ProcReader::new().root(), iface)
+            .map(|sockets| {
+                Box::new(SocketSource {
+                    sockets,
+                    framing: Framing::default(),
+                    last_rescan: None,
+                    members: Vec::new(),
+                })
+            })
+            .map_err(|e| e.to_string());
         let mut watch = NetWatch {
             reader,
             iface: iface.to_string(),
@@ -295,6 +416,7 @@ impl NetWatch {
             last,
             own: OwnTraffic::Unknown,
             last_own: NetCounters::default(),
+            sockets,
             ledger: OwnLedger::new(NET_CARRY_WINDOW),
         };
         watch.recheck()?;
@@ -303,6 +425,15 @@ impl NetWatch {
 
     pub fn own(&self) -> OwnTraffic {
         self.own
+    }
+
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// Why the job's TCP sockets cannot be counted, when they cannot.
+    pub fn no_sockets(&self) -> Option<&str> {
+        self.sockets.as_ref().err().map(String::as_str)
     }
 
     /// Looks again whether the job's root has a network namespace of its own (`/proc/PID/ns/net`
@@ -315,24 +446,36 @@ impl NetWatch {
             Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let Some(own) = switched(self.own, self.job, own_ns) else {
+        let Some(own) = switched(self.own, self.job, own_ns, self.sockets.is_ok()) else {
             return Ok(None);
         };
-        if let OwnTraffic::Namespace(pid) = own {
-            // The namespace's counters start from here; what it sent before is not the job's.
-            match self.reader.job_counters(pid) {
-                Ok(c) => self.last_own = c,
-                Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
-                Err(e) => return Err(e.into()),
+        match own {
+            OwnTraffic::Namespace(pid) => {
+                // The namespace's counters start from here; what it sent before is not the job's.
+                match self.reader.job_counters(pid) {
+                    Ok(c) => self.last_own = c,
+                    Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                }
             }
+            OwnTraffic::TcpSockets => {
+                // Look for the job's sockets at the next probe.
+                if let Ok(s) = &mut self.sockets {
+                    s.last_rescan = None;
+                }
+            }
+            OwnTraffic::Unknown => {}
         }
         self.own = own;
         Ok(Some(own))
     }
 
-    pub fn probe(&mut self, now: Instant) -> Result<Probe> {
+    /// The interface's traffic since the last probe less the job's (`members`: the job's tree
+    /// now, whose fds hold its sockets).
+    pub fn probe(&mut self, now: Instant, members: &[ProcId]) -> Result<Probe> {
         let counters = self.reader.counters(&self.iface)?;
-        let device = counters.since(&self.last).bytes();
+        let delta = counters.since(&self.last);
+        let device = delta.bytes();
         self.last = counters;
         let own = match self.own {
             OwnTraffic::Namespace(pid) => match self.reader.job_counters(pid) {
@@ -348,6 +491,15 @@ impl NetWatch {
                     0
                 }
             },
+            OwnTraffic::TcpSockets => match &mut self.sockets {
+                Ok(s) => {
+                    let pending = self.ledger.pending(now);
+                    s.own(now, members, &delta, |own| {
+                        device.saturating_sub(own.saturating_add(pending))
+                    })?
+                }
+                Err(_) => 0,
+            },
             OwnTraffic::Unknown => 0,
         };
         Ok(Probe {
@@ -361,10 +513,13 @@ impl NetWatch {
 }
 
 /// The source of the job's traffic now that its root is (`own_ns`) or is not in a network
-/// namespace other than tact's, if it differs from `current`.
-fn switched(current: OwnTraffic, job: i32, own_ns: bool) -> Option<OwnTraffic> {
+/// namespace other than tact's, if it differs from `current`; in tact's namespace, its TCP
+/// sockets when they can be read (`sockets`).
+fn switched(current: OwnTraffic, job: i32, own_ns: bool, sockets: bool) -> Option<OwnTraffic> {
     let now = if own_ns {
         OwnTraffic::Namespace(job)
+    } else if sockets {
+        OwnTraffic::TcpSockets
     } else {
         OwnTraffic::Unknown
     };
@@ -533,13 +688,17 @@ mod tests {
     #[test]
     fn a_move_to_another_namespace_is_noticed_once() {
         use OwnTraffic::*;
-        // Started in tact's namespace: nothing to change until the job moves.
-        assert_eq!(switched(Unknown, 42, false), None);
+        // Started in tact's namespace: its TCP sockets, where sock_diag can be read.
+        assert_eq!(switched(Unknown, 42, false, true), Some(TcpSockets));
+        assert_eq!(switched(TcpSockets, 42, false, true), None);
+        assert_eq!(switched(Unknown, 42, false, false), None);
         // `ip netns exec` moved it.
-        assert_eq!(switched(Unknown, 42, true), Some(Namespace(42)));
-        assert_eq!(switched(Namespace(42), 42, true), None);
-        // Back in tact's namespace (a `nsenter` of ours), its traffic is no longer countable.
-        assert_eq!(switched(Namespace(42), 42, false), Some(Unknown));
+        assert_eq!(switched(TcpSockets, 42, true, true), Some(Namespace(42)));
+        assert_eq!(switched(Unknown, 42, true, false), Some(Namespace(42)));
+        assert_eq!(switched(Namespace(42), 42, true, true), None);
+        // Back in tact's namespace (a `nsenter` of ours): its sockets again, or nothing.
+        assert_eq!(switched(Namespace(42), 42, false, true), Some(TcpSockets));
+        assert_eq!(switched(Namespace(42), 42, false, false), Some(Unknown));
     }
 
     #[test]
