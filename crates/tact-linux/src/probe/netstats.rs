@@ -5,19 +5,19 @@
 //!
 //! # The job's own traffic
 //!
-//! Linux keeps no per-process network counters an unprivileged reader can see:
-//! `/proc/PID/net/dev` is the table of the process's network *namespace*, shared by every process
-//! in it, and `/proc/PID/io` `rchar`/`wchar` count every read and write (files, pipes, sockets
-//! alike), so neither separates a job's packets from the foreground's. tact therefore takes the
-//! job's own traffic from one of two exact sources, and refuses a network gate with neither:
+//! Linux keeps no per-process network counters: `/proc/PID/net/dev` is the table of the
+//! process's network *namespace*, shared by every process in it, and `/proc/PID/io`
+//! `rchar`/`wchar` count every read and write (files, pipes, sockets alike). So the gate takes the
+//! job's own traffic from one of two sources, and without either counts it as foreground:
 //!
 //! 1. **The job has a network namespace of its own** (behind a veth, spec §7's rig): then
 //!    `/proc/PID/net/dev` counts exactly the job's traffic. [`NetReader::own_namespace`] tells
 //!    whether the job is in a namespace other than tact's, and [`NetReader::job_counters`] sums
 //!    that table over its interfaces other than `lo`.
-//! 2. **Kernel-assisted mode**: the job's packets are classified into the htb background class of
-//!    [`crate::actuate::htb::HtbPlan`], whose counters ([`crate::actuate::htb::Tc::class_stats`])
-//!    are the job's transmitted traffic.
+//! 2. **The job shares tact's namespace**: its TCP sockets' byte and segment counters, from
+//!    sock_diag, with the headers estimated ([`crate::probe::sockets`]). Other protocols have no
+//!    such counters. (The htb class counters of kernel-assisted mode would count the job's
+//!    transmitted traffic too, but each read is a `tc` run: they are logged once a second.)
 //!
 //! (Library mode counts its own sends and needs neither.) Foreground activity over an interval is
 //! then the interface's delta less the job's; judging it is the engine's business.
