@@ -426,6 +426,10 @@ Examples:
   tact tune --bottleneck net:eth0@1gbit,rx --workers-file /tmp/j -- parallel -j /tmp/j wget -q :::: urls
   tact tune --workers-file /tmp/j -- parallel -j /tmp/j gzip ::: *.log
   tact tune --workers-file /tmp/j --completions file:/tmp/done -- ./crawler --jobs-file /tmp/j
+  find . -name '*.log' | tact tune --signals -- xargs -P 1 -n 1 gzip
+  tact tune --signals --max 8 -- xargs -a urls -P 2 -n 1 wget -q
+  tact tune --signals --signals-start 4 -- ./pool     a program that takes SIGUSR1/SIGUSR2 too
+  tact tune --key kernel -- make -C linux       start from the count the last run settled on
 
 tact runs the command and keeps adjusting how many jobs it may run at once: it raises the count
 while each step still raises the rate at which jobs finish, backs off when it stops paying, and
@@ -437,6 +441,14 @@ How the count reaches the program:
                       runs at most COUNT jobs; sub-makes share them (the default)
   --workers-file P    tact writes COUNT to P (atomically) whenever it changes, for programs that
                       re-read such a file, like GNU parallel's -j P
+  --signals           tact sends the command's process SIGUSR1 per job more and SIGUSR2 per job
+                      fewer, as GNU xargs -P takes them: it starts more commands at once, or
+                      fewer as running ones end. tact reads the starting count from xargs's -P
+                      (1 without one; -P 0 is refused) or from --signals-start N, and sends the
+                      first signals as soon as the command has handlers for both. The command
+                      must be xargs itself (or exec it), not a shell running it. xargs gets
+                      them only while it waits for a command to end: one that interrupts its
+                      read of a pipe ends its input (GNU xargs takes it for an error)
 
 What counts as a finished job (--completions):
   children            a process the command started exits (make's recipes, parallel's jobs;
@@ -465,10 +477,16 @@ at all. The sources, read every 100 ms:
 A RATE or N below what the link or device really does shows as readings above 100% (tact warns
 after a second of them): the hint then never fires. --json-log records every reading.
 
+Warm start (--key NAME): tact records the count TCC settles on in
+$XDG_STATE_HOME/tact/tune/NAME.json (root without it: /var/lib/tact/tune; else
+~/.local/state/tact/tune), and the next run with that key starts its first cycle from it
+instead of climbing from --init. Name the workload, not the command: the same make in two trees
+settles on different counts. A damaged record is reported and ignored.
+
 tact passes SIGINT and SIGTERM on to the command and exits with its status.";
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("actuator").args(["jobserver", "workers_file"])))]
+#[command(group(clap::ArgGroup::new("actuator").args(["jobserver", "workers_file", "signals"])))]
 pub struct TuneArgs {
     /// Be the GNU make jobserver of the command (the default).
     #[arg(long)]
@@ -476,6 +494,15 @@ pub struct TuneArgs {
     /// Write the count of jobs to PATH whenever it changes, for programs that re-read it.
     #[arg(long, value_name = "PATH")]
     pub workers_file: Option<PathBuf>,
+    /// Send the command SIGUSR1 for each job more and SIGUSR2 for each job fewer, as GNU xargs
+    /// -P takes them (findutils 4.6 or later).
+    #[arg(long)]
+    pub signals: bool,
+    /// With --signals: how many jobs the command runs at once when it starts [default: xargs's
+    /// own -P; required for other programs].
+    #[arg(long, value_name = "N", requires = "signals",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub signals_start: Option<u32>,
     /// Most jobs at once [default: 4 x the online CPUs, at least 8].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max: Option<u32>,
@@ -486,6 +513,10 @@ pub struct TuneArgs {
     /// gradient2, envoy (the last three judge by job latency: a job's lifetime as tact saw it).
     #[arg(long, value_name = "SPEC", default_value = "tcc")]
     pub policy: String,
+    /// The workload's name: the count TCC settles on is recorded under it, and the next run
+    /// with the same key starts from it (TCC's warm start) [default: none, a cold start].
+    #[arg(long, value_name = "NAME", value_parser = crate::tune::parse_key)]
+    pub key: Option<String>,
     /// What counts as a finished job: children, tree, file:PATH.
     #[arg(long, value_name = "SRC", default_value = "children",
           value_parser = crate::tune::completions::parse_counting)]

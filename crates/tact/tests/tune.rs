@@ -475,3 +475,470 @@ fn a_bad_bottleneck_is_refused_before_the_command_runs() {
         assert!(!dir.path().join("ran").exists(), "{source} ran the command");
     }
 }
+
+/// `tact tune ARGS` started in `dir`, its stderr kept.
+fn spawn_tune(dir: &Path, args: &[&str]) -> std::process::Child {
+    tact()
+        .env("TACT_RUNTIME_DIR", dir)
+        .current_dir(dir)
+        .arg("tune")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// How many commands xargs (tact's child) runs at once, sampled every few milliseconds until
+/// tact exits; then tact's output. xargs reaps a finished command before it starts the next, so
+/// its children are the commands it runs.
+fn xargs_concurrency(t: std::process::Child) -> (Vec<usize>, Output) {
+    let tact_pid = t.id() as i32;
+    let reader = tact_linux::ProcReader::new();
+    let mut xargs = None;
+    let mut seen = Vec::new();
+    let mut t = t;
+    while t.try_wait().unwrap().is_none() {
+        if xargs.is_none() {
+            xargs = children_matching(tact_pid, "xargs").first().copied();
+        }
+        if let Some(x) = xargs {
+            if let Ok(children) = reader.children(x) {
+                seen.push(children.len());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    (seen, t.wait_with_output().unwrap())
+}
+
+/// How many samples saw each count, for messages.
+fn histogram(seen: &[usize]) -> std::collections::BTreeMap<usize, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for &n in seen {
+        *counts.entry(n).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// `n` lines for xargs to read, one command each.
+fn xargs_input(dir: &Path, n: usize) {
+    let lines: String = (0..n).map(|i| format!("{i}\n")).collect();
+    fs::write(dir.join("list"), lines).unwrap();
+}
+
+/// Lines in `done`: commands that ran to their end.
+fn done_lines(dir: &Path) -> usize {
+    fs::read_to_string(dir.join("done"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn xargs_goes_from_its_own_count_to_the_target_and_no_further() {
+    let dir = tempfile::tempdir().unwrap();
+    xargs_input(dir.path(), 40);
+    // From 1 to 4 is three SIGUSR1 at once: sent back to back, they would often merge into one
+    // or two (see signals.rs), and xargs would never run 4.
+    let t = spawn_tune(
+        dir.path(),
+        &[
+            "--policy",
+            "static:4",
+            "--signals",
+            "--",
+            "xargs",
+            "-a",
+            "list",
+            "-P",
+            "1",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            "sleep 0.2; echo $0 >> done",
+        ],
+    );
+    let (seen, out) = xargs_concurrency(t);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(done_lines(dir.path()), 40, "every line ran once");
+    let most = seen.iter().copied().max().unwrap_or(0);
+    assert_eq!(
+        most,
+        4,
+        "xargs ran at most {most} at once (samples per count: {:?})",
+        histogram(&seen)
+    );
+}
+
+#[test]
+fn a_program_tact_does_not_know_gets_every_signal_apart() {
+    // xargs behind env: tact takes the count from --signals-start and signals it at any
+    // moment (no input pipe to cut short here), so only the wait for each signal to be taken
+    // keeps the three apart.
+    let dir = tempfile::tempdir().unwrap();
+    xargs_input(dir.path(), 40);
+    let t = spawn_tune(
+        dir.path(),
+        &[
+            "--policy",
+            "static:4",
+            "--signals",
+            "--signals-start",
+            "1",
+            "--",
+            "env",
+            "xargs",
+            "-a",
+            "list",
+            "-P",
+            "1",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            "sleep 0.2; echo $0 >> done",
+        ],
+    );
+    let (seen, out) = xargs_concurrency(t);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(done_lines(dir.path()), 40, "every line ran once");
+    let most = seen.iter().copied().max().unwrap_or(0);
+    assert_eq!(
+        most,
+        4,
+        "xargs ran at most {most} at once (samples per count: {:?})",
+        histogram(&seen)
+    );
+}
+
+#[test]
+fn xargs_comes_down_to_the_target_too() {
+    let dir = tempfile::tempdir().unwrap();
+    xargs_input(dir.path(), 30);
+    let t = spawn_tune(
+        dir.path(),
+        &[
+            "--policy",
+            "static:2",
+            "--signals",
+            "--",
+            "xargs",
+            "-a",
+            "list",
+            "--max-procs=6",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            "sleep 0.1; echo $0 >> done",
+        ],
+    );
+    let (seen, out) = xargs_concurrency(t);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(done_lines(dir.path()), 30, "every line ran once");
+    // xargs may start up to 6 before the four SIGUSR2 arrive, a few milliseconds after its
+    // start; the 30 commands then take at least 1.5 s at 2 at once.
+    let second_half = &seen[seen.len() / 2..];
+    assert!(
+        !second_half.is_empty() && second_half.iter().all(|&n| n <= 2),
+        "xargs ran more than 2 at once late in the run (samples per count: {:?})",
+        histogram(second_half)
+    );
+}
+
+#[test]
+fn a_policy_that_moves_reaches_xargs() {
+    let dir = tempfile::tempdir().unwrap();
+    xargs_input(dir.path(), 150);
+    // TCC deciding on a few completions: from 1 it must try 2 (slow start doubles), whatever it
+    // then judges.
+    let tcc = "tcc:n_star=3,batch_min=1,dwell=300ms,max_dwell=300ms";
+    let t = spawn_tune(
+        dir.path(),
+        &[
+            "--init",
+            "1",
+            "--max",
+            "4",
+            "--policy",
+            tcc,
+            "--json-log",
+            "tune.jsonl",
+            "--signals",
+            "--",
+            "xargs",
+            "-a",
+            "list",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            "sleep 0.03; echo $0 >> done",
+        ],
+    );
+    let (seen, out) = xargs_concurrency(t);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(done_lines(dir.path()), 150, "every line ran once");
+    let targets: Vec<usize> = of_kind(&json_log(&dir.path().join("tune.jsonl")), "target")
+        .iter()
+        .map(|t| t["target"].as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(targets[0], 1, "{targets:?}");
+    let highest = *targets.iter().max().unwrap();
+    assert!(highest > 1, "the policy never moved: {targets:?}");
+    let most = seen.iter().copied().max().unwrap_or(0);
+    assert!(
+        (2..=highest).contains(&most),
+        "xargs ran at most {most} at once; targets {targets:?}"
+    );
+}
+
+#[test]
+fn xargs_reading_a_slow_pipe_reads_all_of_it() {
+    use std::io::Write;
+    // GNU xargs takes a read of its input that a signal interrupts for the end of its input;
+    // tact signals it only while it waits for a command to end, never while it reads.
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .current_dir(dir.path())
+        .args(["tune", "--policy", "static:3", "--signals", "--"])
+        .args([
+            "xargs",
+            "-P",
+            "1",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            "sleep 0.1; echo $0 >> done",
+        ])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // No input at first: xargs blocks reading the pipe while tact has two SIGUSR1 to send.
+    // An xargs that stopped reading closes the pipe; the count of lines run then tells.
+    let mut input = t.stdin.take().unwrap();
+    for i in 0..20 {
+        std::thread::sleep(Duration::from_millis(if i == 0 { 300 } else { 30 }));
+        if writeln!(input, "{i}").is_err() {
+            break;
+        }
+    }
+    drop(input);
+    let out = t.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(done_lines(dir.path()), 20, "every line ran once");
+}
+
+#[test]
+fn signals_without_a_starting_count_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], i32, &str); 6] = [
+        (
+            &["--signals", "--", "sh", "-c", "touch ran"],
+            125,
+            "--signals-start N",
+        ),
+        (
+            &["--signals", "--", "xargs", "-P", "0", "touch", "ran"],
+            125,
+            "-P 0",
+        ),
+        (
+            &[
+                "--signals",
+                "--signals-start",
+                "2",
+                "--",
+                "xargs",
+                "-P3",
+                "touch",
+                "ran",
+            ],
+            125,
+            "disagrees with xargs's -P 3",
+        ),
+        (
+            &["--signals-start", "2", "--", "touch", "ran"],
+            2,
+            "--signals",
+        ),
+        (
+            &["--signals", "--workers-file", "j", "--", "touch", "ran"],
+            2,
+            "cannot be used with",
+        ),
+        (
+            &["--signals", "--signals-start", "0", "--", "touch", "ran"],
+            2,
+            "--signals-start",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = tune(dir.path(), args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dir.path().join("ran").exists(), "{args:?} ran the command");
+        if code == 125 {
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+}
+
+/// TCC deciding on a few completions, so that a run of a few seconds reaches Steady.
+const QUICK_TCC: &str = "tcc:n_star=3,batch_min=1,dwell=300ms,max_dwell=300ms";
+
+/// `tact tune --key KEY` with its state under `state` (XDG_STATE_HOME), on xargs running 300
+/// commands of 30 ms from 1 at once, at most 4.
+fn tune_with_key(dir: &Path, state: &Path, key: &str, log: &str) -> Output {
+    tact()
+        .env("TACT_RUNTIME_DIR", dir)
+        .env("XDG_STATE_HOME", state)
+        .current_dir(dir)
+        .args(["tune", "--key", key, "--init", "1", "--max", "4"])
+        .args(["--policy", QUICK_TCC, "--json-log", log, "--signals", "--"])
+        .args(["xargs", "-a", "list", "-n", "1", "sh", "-c", "sleep 0.03"])
+        .output()
+        .unwrap()
+}
+
+/// The count TCC's first cycle measures first when it warm-starts from `count`.
+fn cut_of(count: usize) -> u64 {
+    tact_core::tune::TuneParams::default().base_count(count) as u64
+}
+
+#[test]
+fn a_keys_steady_count_is_recorded_and_the_next_run_starts_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    xargs_input(dir.path(), 300);
+    let file = state.join("tact/tune/build.json");
+
+    let out = tune_with_key(dir.path(), &state, "build", "one.jsonl");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = json_log(&dir.path().join("one.jsonl"));
+    let key = of_kind(&log, "key");
+    assert_eq!(key.len(), 1);
+    assert_eq!(
+        key[0]["warm"],
+        Value::Null,
+        "nothing recorded yet: a cold start"
+    );
+    assert_eq!(key[0]["file"], file.display().to_string());
+    assert_eq!(of_kind(&log, "target")[0]["target"], 1, "--init");
+    let steady: Vec<u64> = of_kind(&log, "transition")
+        .iter()
+        .filter(|t| t["to"] == "steady")
+        .map(|t| t["target_to"].as_u64().unwrap())
+        .collect();
+    let recorded: Value = serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        Some(&recorded["steady_count"].as_u64().unwrap()),
+        steady.last(),
+        "the last entry into Steady is recorded: {recorded}"
+    );
+    let count = steady.last().copied().unwrap() as usize;
+
+    let out = tune_with_key(dir.path(), &state, "build", "two.jsonl");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("--key build: warm start from {count} jobs")),
+        "{err}"
+    );
+    let log = json_log(&dir.path().join("two.jsonl"));
+    assert_eq!(of_kind(&log, "key")[0]["warm"], count);
+    // TCC's warm start is a normal first cycle from the count: Base at the count's cut.
+    assert_eq!(of_kind(&log, "target")[0]["target"], cut_of(count));
+    let first = of_kind(&log, "transition")[0].clone();
+    assert_eq!(first["target_from"], cut_of(count), "{first}");
+}
+
+#[test]
+fn a_recorded_count_is_read_and_a_bad_one_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("state/tact/tune");
+    fs::create_dir_all(&keys).unwrap();
+    let run = |key: &str, policy: &str| {
+        let out = tact()
+            .env("TACT_RUNTIME_DIR", dir.path())
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .current_dir(dir.path())
+            .args([
+                "tune", "--key", key, "--init", "1", "--max", "8", "--policy", policy,
+            ])
+            .args([
+                "--json-log",
+                "tune.jsonl",
+                "--workers-file",
+                "jobs",
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        let first = fs::read_to_string(dir.path().join("tune.jsonl"))
+            .ok()
+            .and_then(|text| {
+                let log: Vec<Value> = text
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+                of_kind(&log, "target").first().map(|t| t["target"].clone())
+            });
+        let _ = fs::remove_file(dir.path().join("tune.jsonl"));
+        (out, first)
+    };
+
+    fs::write(
+        keys.join("hand.json"),
+        r#"{"steady_count": 6, "command": "by hand"}"#,
+    )
+    .unwrap();
+    let (out, first) = run("hand", "tcc");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(first, Some(cut_of(6).into()));
+    // A smaller --max bounds the recorded count too.
+    fs::write(
+        keys.join("big.json"),
+        r#"{"steady_count": 50, "command": ""}"#,
+    )
+    .unwrap();
+    let (out, first) = run("big", "tcc");
+    assert!(
+        stderr(&out).contains("warm start from 8 jobs"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(first, Some(cut_of(8).into()));
+    // The user's own warm= wins over the record.
+    let (_, first) = run("hand", "tcc:warm=7");
+    assert_ne!(cut_of(7), cut_of(6));
+    assert_eq!(first, Some(cut_of(7).into()));
+
+    fs::write(keys.join("bad.json"), "seven").unwrap();
+    let (out, first) = run("bad", "tcc");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("--key bad: ignoring") && err.contains("starting cold"),
+        "{err}"
+    );
+    assert_eq!(first, Some(1.into()), "a cold start at --init");
+
+    let (out, _) = run("hand", "static:2");
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warm start is TCC's"),
+        "{}",
+        stderr(&out)
+    );
+    let (out, _) = run("../escape", "tcc");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is not a key"), "{}", stderr(&out));
+}

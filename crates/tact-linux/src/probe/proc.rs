@@ -21,6 +21,18 @@ pub struct ProcId {
     pub start_time: u64,
 }
 
+/// Signal masks of `/proc/PID/status`; bit N-1 stands for signal N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalMasks {
+    /// Pending for the main thread alone (`SigPnd`).
+    pub thread_pending: u64,
+    /// Pending for the whole process (`ShdPnd`): where a signal sent to the process waits
+    /// until a thread takes it.
+    pub shared_pending: u64,
+    /// Signals the process has a handler for (`SigCgt`).
+    pub caught: u64,
+}
+
 /// The fields of `/proc/PID/stat` tact uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
@@ -243,6 +255,56 @@ impl ProcReader {
             }
         }
         Err(Error::parse(&path, text.lines().count(), "no ShdPnd line"))
+    }
+
+    /// The signal masks of `/proc/PID/status` that tell whether a signal sent to the process
+    /// has been taken yet, and whether it has a handler for one.
+    pub fn signal_masks(&self, pid: i32) -> Result<SignalMasks> {
+        let path = self.root.join(pid.to_string()).join("status");
+        let text = read_proc_file(&path, pid)?;
+        let mut found = [None; 3];
+        for (i, line) in text.lines().enumerate() {
+            let Some((key, mask)) = line.split_once(':') else {
+                continue;
+            };
+            let Some(slot) = ["SigPnd", "ShdPnd", "SigCgt"]
+                .iter()
+                .position(|k| *k == key)
+            else {
+                continue;
+            };
+            let mask = u64::from_str_radix(mask.trim(), 16)
+                .map_err(|_| Error::parse(&path, i + 1, format!("malformed {key} line")))?;
+            found[slot] = Some(mask);
+        }
+        match found {
+            [Some(thread_pending), Some(shared_pending), Some(caught)] => Ok(SignalMasks {
+                thread_pending,
+                shared_pending,
+                caught,
+            }),
+            _ => Err(Error::parse(
+                &path,
+                text.lines().count(),
+                "no SigPnd, ShdPnd or SigCgt line",
+            )),
+        }
+    }
+
+    /// The system call the process's main thread is blocked in (`/proc/PID/syscall`: its
+    /// number, then its arguments), or `None` while it runs or is blocked outside one. Reading
+    /// it takes the right to ptrace the process (its parent has it under Yama's default).
+    pub fn blocking_syscall(&self, pid: i32) -> Result<Option<i64>> {
+        let path = self.root.join(pid.to_string()).join("syscall");
+        let text = read_proc_file(&path, pid)?;
+        let first = text.split_whitespace().next().unwrap_or("");
+        if first == "running" {
+            return Ok(None);
+        }
+        let nr: i64 = first
+            .parse()
+            .map_err(|_| Error::parse(&path, 1, "expected `running` or a syscall number"))?;
+        Ok((nr >= 0).then_some(nr))
     }
 
     /// The children of a process: the union of `/proc/PID/task/*/children`, or, on kernels built
@@ -561,6 +623,84 @@ mod tests {
         let r = f.reader();
         let settled: Vec<bool> = (3..=7).map(|p| r.stop_settled(p).unwrap()).collect();
         assert_eq!(settled, vec![true, false, true, false, true]);
+    }
+
+    #[test]
+    fn signal_masks_are_read_from_status() {
+        let f = Fixture::new();
+        f.write(
+            "5/status",
+            "Name:\tx\nSigQ:\t0/1\nSigPnd:\t0000000000000200\nShdPnd:\t0000000000000800\n\
+             SigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0000000000000a00\n",
+        );
+        f.write(
+            "6/status",
+            "Name:\tx\nSigPnd:\t0\nShdPnd:\tzz\nSigCgt:\t0\n",
+        );
+        f.write("7/status", "Name:\tx\nSigPnd:\t0\n");
+        let r = f.reader();
+        assert_eq!(
+            r.signal_masks(5).unwrap(),
+            SignalMasks {
+                thread_pending: 1 << 9,
+                shared_pending: 1 << 11,
+                caught: (1 << 9) | (1 << 11),
+            }
+        );
+        let err = r.signal_masks(6).unwrap_err().to_string();
+        assert!(
+            err.contains("6/status:3:") && err.contains("ShdPnd"),
+            "{err}"
+        );
+        let err = r.signal_masks(7).unwrap_err().to_string();
+        assert!(err.contains("7/status"), "{err}");
+    }
+
+    #[test]
+    fn the_blocking_syscall_is_its_number() {
+        let f = Fixture::new();
+        f.write(
+            "5/syscall",
+            "61 0xffffffff 0x7ffd 0x0 0x0 0x0 0x0 0x7ffd 0x7f6f\n",
+        );
+        f.write("6/syscall", "running\n");
+        f.write("7/syscall", "-1 0x7ffd 0x7f6f\n");
+        f.write("8/syscall", "\n");
+        let r = f.reader();
+        assert_eq!(r.blocking_syscall(5).unwrap(), Some(61));
+        assert_eq!(r.blocking_syscall(6).unwrap(), None);
+        assert_eq!(r.blocking_syscall(7).unwrap(), None);
+        let err = r.blocking_syscall(8).unwrap_err().to_string();
+        assert!(err.contains("8/syscall:1:"), "{err}");
+        assert!(matches!(
+            r.blocking_syscall(9),
+            Err(Error::NoProcess { pid: 9 })
+        ));
+    }
+
+    #[test]
+    fn a_sleeping_process_shows_its_syscall() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let r = ProcReader::new();
+        // Once it has started, sleep blocks in clock_nanosleep (nanosleep on older libcs).
+        let sleeping = [libc::SYS_clock_nanosleep, libc::SYS_nanosleep];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut seen = None;
+        while !seen.is_some_and(|nr| sleeping.contains(&nr)) && std::time::Instant::now() < deadline
+        {
+            seen = r.blocking_syscall(pid).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            seen.is_some_and(|nr| sleeping.contains(&nr)),
+            "last seen blocked in {seen:?}"
+        );
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! `tact tune`: run an unmodified program (make, GNU parallel) under a concurrency controller
-//! (TCC, spec concurrency.md §6 "External mode"). tact tells the program how many jobs it may
-//! run at once, as its make jobserver or through a file it re-reads, counts the jobs it
-//! finishes by watching its processes, and feeds those events to the controller.
+//! `tact tune`: run an unmodified program (make, GNU parallel, xargs) under a concurrency
+//! controller (TCC, spec concurrency.md §6 "External mode"). tact tells the program how many
+//! jobs it may run at once, as its make jobserver, through a file it re-reads or with signals,
+//! counts the jobs it finishes by watching its processes, and feeds those events to the
+//! controller.
 
 pub mod bottleneck;
 pub mod completions;
 mod jobserver;
 mod report;
+mod signals;
+mod warm;
 mod workers_file;
 
 use std::os::fd::AsFd;
@@ -15,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use bottleneck::Bottleneck;
-use tact_core::tune::{policy_from_spec, Event as PolicyEvent, Load, Policy};
+use tact_core::tune::{policy_from_spec, Event as PolicyEvent, Load, Phase, Policy};
 use tact_linux::actuate::pidfd::PidFd;
 
 use crate::cli::TuneArgs;
@@ -24,6 +27,9 @@ use crate::jobs::run::{exit_code, spawn, TACT_FAILED};
 use completions::Completions;
 use jobserver::Jobserver;
 use report::{Report, Summary};
+use signals::Signals;
+pub use warm::parse_key;
+use warm::{Loaded, WarmStore};
 use workers_file::WorkersFile;
 
 /// How often the jobserver's pipe and the command's children are looked at: make takes and
@@ -38,35 +44,57 @@ const HINT_PERIOD: Duration = Duration::from_millis(100);
 
 pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let (n_init, n_max) = counts(args)?;
+    let receiver = args
+        .signals
+        .then(|| signals::receiver(&args.command, args.signals_start))
+        .transpose()?;
     args.completions.check()?;
     let completions = Completions::new(&args.completions);
+    let store = args
+        .key
+        .as_ref()
+        .map(|key| WarmStore::new(&warm::default_dir(), key, &args.command));
+    let (spec, warm) = warm_start(&args.policy, store.as_ref(), n_max)?;
     // The message alone: its sources repeat in it.
-    let policy = policy_from_spec(&args.policy, n_init, n_max)
+    let policy = policy_from_spec(&spec, n_init, n_max)
         .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
     // Opened before the command starts, so that a CPU or PSI file that is missing fails early.
     let bottleneck = args.bottleneck.as_ref().map(Bottleneck::open).transpose()?;
     let mut report = Report::new(args.json_log.as_deref(), verbose)?;
+    if let Some(store) = &store {
+        report.key(store.key(), store.path(), warm)?;
+    }
     let target = policy.target();
+    if let (Some(store), Some(count)) = (&store, warm) {
+        // TCC's first cycle is a normal one from that count: its base at the count's cut.
+        eprintln!(
+            "tact: tune: --key {}: warm start from {count} jobs at once, the steady count \
+             recorded last; the first cycle measures {target} first",
+            store.key()
+        );
+    }
     report.target(Duration::ZERO, target, 0, Load::default())?;
-    let actuator = match &args.workers_file {
-        Some(path) => {
+    // The jobserver and a workers file exist before the command starts (it may read the file
+    // once at its start); signals need its process, so they come after.
+    let setup = match (&args.workers_file, receiver) {
+        (Some(path), _) => {
             let file = WorkersFile::new(path)?;
-            // Before the command starts: it may read the file once at its start.
             file.write(target)?;
-            Actuator::File(file)
+            Setup::Ready(Actuator::File(file))
         }
-        None => {
+        (None, Some(receiver)) => Setup::Signals(receiver),
+        (None, None) => {
             if n_max > jobserver::MAX_JOBS {
                 bail!(
                     "--max {n_max}: a make jobserver runs at most {} jobs at once",
                     jobserver::MAX_JOBS
                 );
             }
-            Actuator::Jobserver(Jobserver::new(target)?)
+            Setup::Ready(Actuator::Jobserver(Jobserver::new(target)?))
         }
     };
-    let poll_every = match (&actuator, &args.completions) {
-        (Actuator::Jobserver(_), completions::Counting::Children) => POLL_JOBSERVER,
+    let poll_every = match (&setup, &args.completions) {
+        (Setup::Ready(Actuator::Jobserver(_)), completions::Counting::Children) => POLL_JOBSERVER,
         _ => POLL_TREE,
     };
 
@@ -76,7 +104,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let mut command = Command::new(cmd);
     command.args(cmd_args);
     unblock_signals_in_child(&mut command);
-    if let Actuator::Jobserver(js) = &actuator {
+    if let Setup::Ready(Actuator::Jobserver(js)) = &setup {
         js.prepare(&mut command);
     }
     let mut child = match spawn(&mut command, cmd) {
@@ -86,12 +114,12 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let start = Instant::now();
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot name another process before we wait for it.
-    let root = match PidFd::open(pid) {
-        Ok(fd) => fd,
+    let (root, actuator) = match attach(pid, setup, cmd, target, start) {
+        Ok(attached) => attached,
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(e).context("cannot open a pidfd on the command");
+            return Err(e);
         }
     };
     let mut tuner = Tuner {
@@ -105,6 +133,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         load: Load::default(),
         bottleneck,
         sampled: None,
+        store,
     };
 
     let status = match tuner.drive(&mut child, &root, &mut events, poll_every, args.tick) {
@@ -126,6 +155,86 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     })?;
     eprintln!("{line}");
     Ok(code)
+}
+
+/// The policy spec with `--key`'s recorded steady count as TCC's warm start, and that count.
+/// Without a key, or with a `warm=` of the user's own, the spec as given; a record tact cannot
+/// use is reported and ignored (the run starts cold and replaces it at its first Steady).
+fn warm_start(
+    spec: &str,
+    store: Option<&WarmStore>,
+    n_max: usize,
+) -> Result<(String, Option<usize>)> {
+    let Some(store) = store else {
+        return Ok((spec.to_string(), None));
+    };
+    let (name, options) = match spec.trim().split_once(':') {
+        Some((name, options)) => (name.trim(), options.trim()),
+        None => (spec.trim(), ""),
+    };
+    if name != "tcc" {
+        bail!(
+            "--key {}: warm start is TCC's; --policy {spec} has no steady count to record",
+            store.key()
+        );
+    }
+    if options
+        .split(',')
+        .any(|pair| pair.split('=').next().is_some_and(|k| k.trim() == "warm"))
+    {
+        return Ok((spec.to_string(), None));
+    }
+    let count = match store.load() {
+        // A smaller --max than the run that recorded it bounds it too.
+        Loaded::Count(n) => n.min(n_max),
+        Loaded::Nothing => return Ok((spec.to_string(), None)),
+        Loaded::Unusable(why) => {
+            tracing::warn!(
+                "--key {}: ignoring {}: {why}",
+                store.key(),
+                store.path().display()
+            );
+            eprintln!(
+                "tact: tune: --key {}: ignoring {}: {why}; starting cold",
+                store.key(),
+                store.path().display()
+            );
+            return Ok((spec.to_string(), None));
+        }
+    };
+    let spec = match options {
+        "" => format!("tcc:warm={count}"),
+        options => format!("tcc:warm={count},{options}"),
+    };
+    Ok((spec, Some(count)))
+}
+
+/// A pidfd on the command's process, and the actuator: `--signals` sends through its own.
+fn attach(
+    pid: i32,
+    setup: Setup,
+    cmd: &str,
+    target: usize,
+    now: Instant,
+) -> Result<(PidFd, Actuator)> {
+    let root = PidFd::open(pid).context("cannot open a pidfd on the command")?;
+    let actuator = match setup {
+        Setup::Ready(actuator) => actuator,
+        Setup::Signals(receiver) => {
+            let fd = root
+                .as_fd()
+                .try_clone_to_owned()
+                .context("cannot duplicate the command's pidfd")?;
+            Actuator::Signals(Signals::new(
+                PidFd::from_owned(fd, pid),
+                cmd,
+                receiver,
+                target,
+                now,
+            ))
+        }
+    };
+    Ok((root, actuator))
 }
 
 /// `--init` and `--max`, with their defaults from the online CPUs.
@@ -153,17 +262,26 @@ fn pass_on(root: &PidFd, sig: Received) {
     }
 }
 
+/// An actuator ready before the command starts, or what `--signals` knows of the command
+/// (signals need its process).
+enum Setup {
+    Ready(Actuator),
+    Signals(signals::Receiver),
+}
+
 /// How the count reaches the program.
 enum Actuator {
     Jobserver(Jobserver),
     File(WorkersFile),
+    Signals(Signals),
 }
 
 impl Actuator {
-    fn apply(&mut self, target: usize) -> Result<()> {
+    fn apply(&mut self, target: usize, now: Instant) -> Result<()> {
         match self {
             Actuator::Jobserver(js) => js.set_target(target),
             Actuator::File(f) => f.write(target),
+            Actuator::Signals(s) => s.set_target(target, now),
         }
     }
 
@@ -173,7 +291,7 @@ impl Actuator {
     fn load(&self, target: usize, running: usize) -> Result<Load> {
         match self {
             Actuator::Jobserver(js) => js.load(target, running),
-            Actuator::File(_) => Ok(Load::new(running, 0)),
+            Actuator::File(_) | Actuator::Signals(_) => Ok(Load::new(running, 0)),
         }
     }
 
@@ -184,10 +302,21 @@ impl Actuator {
         }
     }
 
-    fn reclaim(&mut self) -> Result<()> {
+    /// How soon to come back for work [`Actuator::catch_up`] could not finish yet.
+    fn retry_in(&self) -> Option<Duration> {
+        match self {
+            Actuator::Signals(s) if s.owing() => Some(signals::RETRY),
+            _ => None,
+        }
+    }
+
+    /// Finishes a change of the count that cannot happen at once: takes back tokens make
+    /// returned, sends the next signal once the program took the last.
+    fn catch_up(&mut self, now: Instant) -> Result<()> {
         match self {
             Actuator::Jobserver(js) => js.reclaim(),
             Actuator::File(_) => Ok(()),
+            Actuator::Signals(s) => s.flush(now),
         }
     }
 }
@@ -208,6 +337,8 @@ struct Tuner {
     /// What the bottleneck hint reads (`--bottleneck`), and when it last did.
     bottleneck: Option<Bottleneck>,
     sampled: Option<Instant>,
+    /// Where `--key`'s steady count goes; dropped after a failed write (said once).
+    store: Option<WarmStore>,
 }
 
 impl Tuner {
@@ -226,9 +357,12 @@ impl Tuner {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
             }
-            let timeout = next_poll
+            let mut timeout = next_poll
                 .min(next_tick)
                 .saturating_duration_since(Instant::now());
+            if let Some(retry) = self.actuator.retry_in() {
+                timeout = timeout.min(retry);
+            }
             // Waiting on the pipe while tokens are owed wakes tact when make returns one, so
             // that tact can race make for it.
             let fd = self.actuator.reclaim_fd().unwrap_or(root.as_fd());
@@ -236,8 +370,8 @@ impl Tuner {
                 Event::Signal(sig) => pass_on(root, sig),
                 Event::Ready | Event::Timeout => {}
             }
-            self.actuator.reclaim()?;
             let now = Instant::now();
+            self.actuator.catch_up(now)?;
             if now >= next_poll {
                 self.poll(now)?;
                 next_poll = now + poll_every;
@@ -316,13 +450,29 @@ impl Tuner {
         }
     }
 
+    /// Records a steady count under `--key` at once: a run cut short by a signal or a crash
+    /// still leaves what it learned. A failed write is told and tuning goes on without it.
+    fn record(&mut self, count: usize) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        if let Err(e) = store.save(count) {
+            tracing::warn!("{e:#}");
+            eprintln!("tact: tune: {e:#}; going on without recording");
+            self.store = None;
+        }
+    }
+
     /// Logs the controller's transitions, and puts a new target in force.
     fn apply(&mut self, at: Duration, changed: Option<usize>, load: Load) -> Result<()> {
         for tr in self.policy.drain_trace() {
             self.report.transition(&tr, self.done)?;
+            if tr.to == Phase::Steady {
+                self.record(tr.target_to);
+            }
         }
         if let Some(target) = changed {
-            self.actuator.apply(target)?;
+            self.actuator.apply(target, self.start + at)?;
             self.report.target(at, target, self.done, load)?;
         }
         Ok(())

@@ -56,6 +56,17 @@ struct HintLine<'a> {
     utilization: f64,
 }
 
+/// `--key`: the workload's key, where it is kept, and the count the run warm-starts from.
+#[derive(Serialize)]
+struct KeyLine<'a> {
+    t: f64,
+    kind: &'static str,
+    key: &'a str,
+    file: String,
+    /// The recorded steady count the first cycle starts from (none: a cold start).
+    warm: Option<usize>,
+}
+
 #[derive(Serialize)]
 struct EndLine {
     t: f64,
@@ -95,6 +106,20 @@ impl Report {
             history: Vec::new(),
             since: Duration::ZERO,
         })
+    }
+
+    /// The run's `--key`, logged before the first target.
+    pub fn key(&mut self, key: &str, file: &Path, warm: Option<usize>) -> Result<()> {
+        match &mut self.log {
+            Some(log) => log.line(&KeyLine {
+                t: 0.0,
+                kind: "key",
+                key,
+                file: file.display().to_string(),
+                warm,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// A new target is in force at `t` (the first one at the start).
