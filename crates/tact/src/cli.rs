@@ -54,7 +54,12 @@ Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime 
                    else added is left alone unless --net-replace-qdisc. All removed at the end.
   Default --preempt: disk 10x its mean service time from /proc/diskstats (at least 10ms, at
   most 1s; 100ms if unmeasured), net 10ms. tact says what it chose and why, and how much the
-  job was held at the end. Nothing is left stopped when tact exits, however it exits.";
+  job was held at the end. Nothing is left stopped when tact exits, however it exits.
+
+Signalling tact ends the whole job: tact resumes it and passes SIGTERM, SIGINT, SIGHUP or SIGQUIT
+on to every process of it, the command's children and members that called setsid included (a
+Ctrl-C only to those outside the terminal's process group, which had it already), then waits for
+the command and exits with its status: 128+n when signal n killed it.";
 
 const ATTACH_EXAMPLES: &str = "\
 Examples:
@@ -234,7 +239,10 @@ uid is USER (a name or a number), found again every second: processes the user s
 (stopped at once if the principal is), those that exit leave. tact itself, its watchdog, its
 ancestors (your shell) and the commands it started are never members. Only root may name another
 user. A user with no processes yet is waited for. tact runs until every --job and --pid has
-ended; with only --user principals, until it is interrupted.
+ended; with only --user principals, until it is interrupted. Interrupted, it passes the signal
+on to every process of the commands it started, setsid ones included (a Ctrl-C only to those
+outside the terminal's process group, which had it already); --pid and --user processes are
+left running.
 
 tact divides the CPU the jobs get together; it does not change how much that is. With the
 `signals` backend it stops (SIGSTOP) the jobs that are ahead of their share and resumes (SIGCONT)
@@ -483,7 +491,9 @@ $XDG_STATE_HOME/tact/tune/NAME.json (root without it: /var/lib/tact/tune; else
 instead of climbing from --init. Name the workload, not the command: the same make in two trees
 settles on different counts. A damaged record is reported and ignored.
 
-tact passes SIGINT and SIGTERM on to the command and exits with its status.";
+tact passes SIGINT and SIGTERM on to every process of the command, its children included (a
+Ctrl-C only to those outside the terminal's process group, which had it already), and exits with
+the command's status.";
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("actuator").args(["jobserver", "workers_file", "signals"])))]

@@ -109,9 +109,11 @@ fn transitions(log: &Path) -> Vec<(f64, String)> {
 }
 
 /// The root of the job tact runs: its child that is neither the guard nor one of the `tc` and
-/// `nft` commands `--idle net` runs as root while it sets up and tears down its htb tree.
+/// `nft` commands `--idle net` runs as root while it sets up and tears down its htb tree. A
+/// child between fork and exec still shows tact's command line: it is none of them yet.
 fn job_of(tact_pid: i32) -> Option<i32> {
     let r = ProcReader::new();
+    let tacts = r.cmdline(tact_pid).ok()?;
     r.children(tact_pid)
         .unwrap_or_default()
         .into_iter()
@@ -119,7 +121,9 @@ fn job_of(tact_pid: i32) -> Option<i32> {
             r.cmdline(c)
                 .map(|a| {
                     let tool = a.first().and_then(|p| p.rsplit('/').next());
-                    !a.iter().any(|x| x == "__guard") && !matches!(tool, Some("tc" | "nft"))
+                    a != tacts
+                        && !a.iter().any(|x| x == "__guard")
+                        && !matches!(tool, Some("tc" | "nft"))
                 })
                 .unwrap_or(false)
         })
@@ -290,11 +294,16 @@ fn idle_cpu_puts_the_job_in_an_idle_cgroup_and_removes_it_after() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    // A child that outlives the shell when it is terminated (not holding tact's stderr open).
-    let cmd: Vec<String> = ["sh", "-c", "sleep 600 >/dev/null 2>&1 & wait"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    // A child that outlives the shell when it is terminated: it ignores the SIGTERM tact passes
+    // on to the whole job (and does not hold tact's stderr open).
+    let cmd: Vec<String> = [
+        "sh",
+        "-c",
+        "(trap '' TERM; exec sleep 600) >/dev/null 2>&1 & wait",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let (tact, log) = start_tact_in(Some(&cgroups), dir.path(), &["--idle", "cpu"], &cmd);
     let tact_pid = tact.id() as i32;
     // However the test ends, the processes are gone before the test's cgroups are removed.

@@ -472,6 +472,97 @@ fn sigterm_resumes_the_jobs_passes_the_signal_on_and_reports() {
     assert!(err.contains("target"), "{err}");
 }
 
+/// The process `cmdline` names among `pids`, as first seen.
+fn find_member(pids: &[i32], cmdline: &str) -> Option<ProcId> {
+    let r = tact_linux::ProcReader::new();
+    let pid = pids
+        .iter()
+        .copied()
+        .find(|&p| r.cmdline(p).is_ok_and(|a| a.join(" ") == cmdline))?;
+    r.stat(pid).ok().map(|s| s.id())
+}
+
+/// Running (not exited, not a zombie) with no signal waiting for it: nothing was sent to it (a
+/// SIGTERM sent and not yet taken is pending until the process is gone).
+fn untouched(id: ProcId) -> bool {
+    let r = tact_linux::ProcReader::new();
+    r.stat(id.pid)
+        .is_ok_and(|s| s.id() == id && !s.is_dead() && !s.is_stopped())
+        && r.signal_masks(id.pid)
+            .is_ok_and(|m| m.thread_pending == 0 && m.shared_pending == 0)
+}
+
+/// SIGTERM ends every process of a command tact started, not only its shell (`; true` keeps sh
+/// from exec'ing sleep), and never touches a process tact was given with `--pid`, nor its
+/// children.
+#[test]
+fn sigterm_ends_the_started_commands_whole_tree_and_leaves_adopted_ones_running() {
+    let limit = Duration::from_secs(60);
+    /// The adopted shell, killed with its children whatever the test's outcome.
+    struct Adopted(Child);
+    impl Drop for Adopted {
+        fn drop(&mut self) {
+            kill_tree(self.0.id() as i32);
+            let _ = self.0.wait();
+        }
+    }
+    let adopted = Adopted(
+        std::process::Command::new("sh")
+            .args(["-c", "sleep 602; true"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let adopted_pid = adopted.0.id() as i32;
+    let mut adopted_sleep = None;
+    wait_for(limit, "the adopted shell's sleep", || {
+        adopted_sleep = find_member(&tree(adopted_pid), "sleep 602");
+        adopted_sleep.is_some()
+    });
+    let adopted_sh = tact_linux::ProcReader::new()
+        .stat(adopted_pid)
+        .unwrap()
+        .id();
+
+    let runtime = tempfile::tempdir().unwrap();
+    let pid_arg = format!("1={adopted_pid}");
+    let share = share_on_one_cpu(
+        &[
+            "--backend",
+            "signals",
+            "--job",
+            "1=sleep 600; true",
+            "--pid",
+            &pid_arg,
+        ],
+        runtime.path(),
+    );
+    let mut e = Endless::spawn(share, runtime);
+    let (mut sh, mut sleep) = (None, None);
+    wait_for(limit, "the job's shell and its sleep", || {
+        let members = e.members();
+        sh = find_member(&members, "sh -c sleep 600; true");
+        sleep = find_member(&members, "sleep 600");
+        sh.is_some() && sleep.is_some()
+    });
+    kill(e.tact.id() as i32, Signal::SIGTERM);
+    let status = e.tact.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    let r = tact_linux::ProcReader::new();
+    let ended = |id: ProcId| !r.stat(id.pid).is_ok_and(|s| s.id() == id && !s.is_dead());
+    wait_for(
+        limit,
+        "the started command's shell and sleep to end",
+        || ended(sh.unwrap()) && ended(sleep.unwrap()),
+    );
+    assert!(untouched(adopted_sh), "the adopted shell was signalled");
+    assert!(
+        untouched(adopted_sleep.unwrap()),
+        "the adopted shell's child was signalled"
+    );
+    drop(adopted);
+}
+
 #[test]
 fn bad_input_is_refused_with_the_argument_named() {
     let runtime = tempfile::tempdir().unwrap();

@@ -338,8 +338,18 @@ impl JobTree {
     /// signalled), e.g. SIGTERM to end a job. Members that exited are skipped; tries them all,
     /// then returns the first failure.
     pub fn signal_all(&self, sig: libc::c_int) -> Result<()> {
+        self.signal_where(sig, |_| true)
+    }
+
+    /// [`JobTree::signal_all`] to the members for which `pick` is true (asked once per member,
+    /// in discovery order): for a caller that knows some members have the signal already.
+    pub fn signal_where(
+        &self,
+        sig: libc::c_int,
+        mut pick: impl FnMut(&ProcId) -> bool,
+    ) -> Result<()> {
         let mut first_error = None;
-        for m in &self.members {
+        for m in self.members.iter().filter(|m| pick(&m.id)) {
             match m.fd.send_signal(sig) {
                 Ok(()) | Err(Error::NoProcess { .. }) => {}
                 Err(e) => {

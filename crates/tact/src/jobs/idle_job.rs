@@ -789,9 +789,14 @@ impl IdleJob {
         std::mem::take(&mut self.summary)
     }
 
-    /// The job's root process, to pass signals on to.
+    /// The job's root process, to wait for its exit.
     pub fn root(&self) -> &PidFd {
         &self.root
+    }
+
+    /// The job's process tree, to pass signals on to.
+    pub fn tree(&mut self) -> &mut JobTree {
+        &mut self.tree
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::JobTree;
 
 use super::events::Events;
 use super::idle::IdleSettings;
@@ -61,11 +62,20 @@ impl Job {
         }
     }
 
-    /// The job's root process, to pass signals on to.
+    /// The job's root process, to wait for its exit.
     pub fn root(&self) -> &PidFd {
         match self {
             Job::Polite(j) => j.root(),
             Job::Idle(j) => j.root(),
+        }
+    }
+
+    /// The job's process tree as regulation found it (members whose parent exited included),
+    /// to pass signals on to.
+    pub fn tree(&mut self) -> &mut JobTree {
+        match self {
+            Job::Polite(j) => j.tree(),
+            Job::Idle(j) => j.tree(),
         }
     }
 

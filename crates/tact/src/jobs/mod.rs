@@ -10,6 +10,7 @@ mod idle_log;
 pub(crate) mod idle_net;
 mod idle_watch;
 mod job;
+pub(crate) mod pass_on;
 mod polite;
 pub mod run;
 mod turn;

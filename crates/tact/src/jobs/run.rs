@@ -7,10 +7,10 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tact_linux::actuate::pidfd::PidFd;
 
 use super::events::{unblock_signals_in_child, Event, Events, Received};
-use super::job::Mode;
+use super::job::{Job, Mode};
+use super::pass_on::Reached;
 use super::polite::Ended;
 use crate::cli::RunArgs;
 
@@ -52,7 +52,7 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     let ended = job.regulate(&mut events);
     let after = match ended {
         Ok(Ended::Exited) => Ok(()),
-        Ok(Ended::Interrupted(sig)) => pass_on_until_exit(job.root(), &mut events, sig),
+        Ok(Ended::Interrupted(sig)) => pass_on_until_exit(&mut job, &mut events, sig),
         Err(e) => Err(e),
     };
     let summary = job.finish();
@@ -62,18 +62,22 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     Ok(exit_code(status))
 }
 
-/// Interrupted: pass the signal on and wait for the command, regulating no more.
-fn pass_on_until_exit(root: &PidFd, events: &mut Events, mut sig: Received) -> Result<()> {
+/// Interrupted: pass the signal on to the whole job ([`super::pass_on`]'s rule) and wait for
+/// the command, regulating no more. Another signal meanwhile is passed on the same way. When the
+/// command exits, the tree is looked at once more, and members that appeared since (forked by a
+/// member while the signal was on its way) get the last signal too. A child the command itself
+/// forked in that moment is out of reach once the command exits: it is reparented, and
+/// [`tact_linux::JobTree`] finds members only through members.
+fn pass_on_until_exit(job: &mut Job, events: &mut Events, mut sig: Received) -> Result<()> {
+    let mut reached = Reached::new();
     loop {
-        if !sig.from_terminal {
-            // A terminal's signal reached the whole process group, the command included.
-            if let Err(e) = root.send_signal(sig.signal as i32) {
-                tracing::warn!("cannot pass {} on: {e}", sig.signal);
-            }
-        }
+        reached.pass_on(job.tree(), sig, true);
         loop {
-            match events.wait(root.as_fd(), Duration::from_secs(3600))? {
-                Event::Ready => return Ok(()),
+            match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
+                Event::Ready => {
+                    reached.pass_on(job.tree(), sig, false);
+                    return Ok(());
+                }
                 Event::Signal(next) => {
                     sig = next;
                     break;

@@ -20,7 +20,8 @@ use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
 
 use crate::cli::{Backend, ShareArgs, ShareMode};
 use crate::jobs::events::{Events, Received};
-use group::Job;
+use crate::jobs::pass_on::Reached;
+use group::{Job, MemberIds};
 use report::{CycleLog, Row};
 use spec::{JobSpec, What};
 
@@ -267,21 +268,37 @@ fn choose_backend(args: &ShareArgs, users: bool) -> Result<Chosen> {
     }
 }
 
-/// Interrupted: everything runs again; pass the signal on to the commands tact started (a
-/// terminal's signal reached them already) and give them a moment to exit. Adopted processes
-/// are left running.
+/// Interrupted: everything runs again; pass the signal on to every process of the commands tact
+/// started ([`crate::jobs::pass_on`]'s rule: a terminal's signal reached the members in tact's
+/// process group already) and give them a moment to exit, then look at each tree once more:
+/// members that appeared meanwhile get the signal too. Adopted processes (`--pid`) and users'
+/// (`--user`) are left running: tact did not start them.
 fn pass_on(jobs: &mut [Job], sig: Received) {
-    if !sig.from_terminal {
-        for job in jobs.iter() {
-            job.signal_child(sig.signal);
-        }
+    let mut reached = Reached::new();
+    let mut started: Vec<&mut Job> = jobs
+        .iter_mut()
+        .filter(|j| matches!(j.spec.what, What::Command(_)))
+        .collect();
+    for job in started.iter_mut() {
+        refresh(job);
+        reached.signal(job.tree(), sig, true);
     }
     let deadline = Instant::now() + GRACE;
-    for job in jobs.iter_mut() {
+    for job in started {
         while job.child_pid().is_some() && Instant::now() < deadline {
             job.reap();
             std::thread::sleep(Duration::from_millis(20));
         }
+        refresh(job);
+        reached.signal(job.tree(), sig, false);
+    }
+}
+
+/// Brings the job's tree up to date (the engine's own view of it is over).
+fn refresh(job: &mut Job) {
+    if let Err(e) = job.rescan_events(&mut MemberIds::default(), &mut Vec::new()) {
+        // The members already known still get the signal.
+        tracing::warn!("{}: {e:#}", job.spec.origin());
     }
 }
 

@@ -21,6 +21,7 @@ use super::show::{everyone_active, paths_line};
 use super::signals::{Signals, ALPS_SHARES};
 use crate::cli::{Backend, TicketsRunArgs};
 use crate::jobs::events::{Events, Received};
+use crate::jobs::pass_on::Reached;
 use crate::share::group::{Job, MemberIds};
 use crate::share::safety::Safety;
 use crate::share::spec::{JobSpec, What};
@@ -238,33 +239,35 @@ fn choose_backend(args: &TicketsRunArgs) -> Result<Chosen> {
 }
 
 /// Ends the jobs still running, as the run's end asks: SIGTERM at `--duration` and after an
-/// error, the interrupting signal passed on, then SIGKILL after [`GRACE`]. Nothing when every
-/// job exited.
+/// error, the interrupting signal passed on ([`crate::jobs::pass_on`]'s rule: a terminal's
+/// signal reached the members in tact's process group already, not those in other groups or
+/// sessions), then SIGKILL after [`GRACE`]. Nothing when every job exited.
 pub fn end_jobs(jobs: &mut [Job], end: &Result<End>) {
-    match end {
-        Ok(End::Exited) => {}
-        // A terminal's signal reached the jobs already (same process group).
-        Ok(End::Interrupted(r)) if r.from_terminal => wait_or_kill(jobs),
-        Ok(End::Interrupted(r)) => {
-            signal_trees(jobs, r.signal);
-            wait_or_kill(jobs);
-        }
-        Ok(End::Duration) | Err(_) => {
-            signal_trees(jobs, Signal::SIGTERM);
-            wait_or_kill(jobs);
-        }
+    let sig = match end {
+        Ok(End::Exited) => return,
+        Ok(End::Interrupted(r)) => *r,
+        Ok(End::Duration) | Err(_) => from_tact(Signal::SIGTERM),
+    };
+    signal_trees(jobs, sig);
+    wait_or_kill(jobs);
+}
+
+/// A signal tact sends of its own accord.
+fn from_tact(signal: Signal) -> Received {
+    Received {
+        signal,
+        from_terminal: false,
     }
 }
 
 /// Sends `sig` to every process of every job still running (found afresh).
-fn signal_trees(jobs: &mut [Job], sig: Signal) {
+fn signal_trees(jobs: &mut [Job], sig: Received) {
     let mut members = MemberIds::default();
     let mut ignored = Vec::new();
+    let mut reached = Reached::new();
     for job in jobs.iter_mut().filter(|j| !j.gone) {
         let _ = job.rescan_events(&mut members, &mut ignored);
-        if let Err(e) = job.tree().signal_all(sig as i32) {
-            tracing::warn!("cannot send {sig} to a job: {e}");
-        }
+        reached.signal(job.tree(), sig, true);
         // A job still at its gate gets the signal in its waiting shell; opening the gate is harmless.
         job.let_go();
     }
@@ -284,5 +287,5 @@ fn wait_or_kill(jobs: &mut [Job]) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    signal_trees(jobs, Signal::SIGKILL);
+    signal_trees(jobs, from_tact(Signal::SIGKILL));
 }

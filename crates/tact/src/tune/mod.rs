@@ -20,9 +20,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use bottleneck::Bottleneck;
 use tact_core::tune::{policy_from_spec, Event as PolicyEvent, Load, Phase, Policy};
 use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::JobTree;
 
 use crate::cli::TuneArgs;
 use crate::jobs::events::{unblock_signals_in_child, Event, Events, Received};
+use crate::jobs::pass_on::Reached;
 use crate::jobs::run::{exit_code, spawn, TACT_FAILED};
 use completions::Completions;
 use jobserver::Jobserver;
@@ -252,12 +254,42 @@ fn counts(args: &TuneArgs) -> Result<(usize, usize)> {
     Ok((init, max))
 }
 
-/// A signal for tact goes on to the command (one from the terminal reached it already); tact
-/// carries on until the command exits, and exits with its status.
-fn pass_on(root: &PidFd, sig: Received) {
-    if !sig.from_terminal {
-        if let Err(e) = root.send_signal(sig.signal as i32) {
-            tracing::warn!("cannot pass {} on: {e}", sig.signal);
+/// The command's process tree once tact has passed a signal on to it, with the members reached.
+struct Interrupted {
+    tree: JobTree,
+    reached: Reached,
+    /// The latest signal passed on: the one a last look gives.
+    sig: Received,
+}
+
+/// A signal for tact goes on to every process of the command ([`crate::jobs::pass_on`]'s rule):
+/// a shell's children too, not only the command's own process, which may not pass it on. tact
+/// carries on until the command exits, and exits with its status. The tree is looked for only
+/// now: following it all along would cost a pidfd per job, and make's jobs are many and short.
+fn pass_on(interrupted: &mut Option<Interrupted>, root: &PidFd, sig: Received) {
+    if let Some(i) = interrupted {
+        i.sig = sig;
+        i.reached.pass_on(&mut i.tree, sig, true);
+        return;
+    }
+    match JobTree::attach(root.pid()) {
+        Ok(tree) => {
+            let i = interrupted.insert(Interrupted {
+                tree,
+                reached: Reached::new(),
+                sig,
+            });
+            i.reached.signal(&i.tree, sig, true);
+        }
+        // The command exited meanwhile, or cannot be followed (it runs as another user, as a
+        // setuid program does): its own process at least, unless the terminal reached it.
+        Err(e) => {
+            tracing::debug!("cannot follow the command's processes: {e}");
+            if !sig.from_terminal {
+                if let Err(e) = root.send_signal(sig.signal as i32) {
+                    tracing::warn!("cannot pass {} on: {e}", sig.signal);
+                }
+            }
         }
     }
 }
@@ -353,8 +385,13 @@ impl Tuner {
     ) -> Result<ExitStatus> {
         let mut next_poll = self.start;
         let mut next_tick = self.start + tick;
+        let mut interrupted: Option<Interrupted> = None;
         loop {
             if let Some(status) = child.try_wait()? {
+                // A last look: members forked while the signal was on its way get it too.
+                if let Some(i) = &mut interrupted {
+                    i.reached.pass_on(&mut i.tree, i.sig, false);
+                }
                 return Ok(status);
             }
             let mut timeout = next_poll
@@ -367,7 +404,7 @@ impl Tuner {
             // that tact can race make for it.
             let fd = self.actuator.reclaim_fd().unwrap_or(root.as_fd());
             match events.wait(fd, timeout)? {
-                Event::Signal(sig) => pass_on(root, sig),
+                Event::Signal(sig) => pass_on(&mut interrupted, root, sig),
                 Event::Ready | Event::Timeout => {}
             }
             let now = Instant::now();

@@ -1,6 +1,9 @@
 //! Helpers shared by the binary's integration tests.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod pty;
+pub mod started;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
