@@ -109,8 +109,9 @@ fn transitions(log: &Path) -> Vec<(f64, String)> {
 }
 
 /// The root of the job tact runs: its child that is neither the guard nor one of the `tc` and
-/// `nft` commands `--idle net` runs as root while it sets up and tears down its htb tree. A
-/// child between fork and exec still shows tact's command line: it is none of them yet.
+/// `nft` commands `--idle net` runs as root while it sets up and tears down its htb tree (and
+/// reads its counters, once a second). A child between fork and exec still shows tact's command
+/// line, and one that exited but is not reaped yet shows none: neither is the job.
 fn job_of(tact_pid: i32) -> Option<i32> {
     let r = ProcReader::new();
     let tacts = r.cmdline(tact_pid).ok()?;
@@ -121,7 +122,8 @@ fn job_of(tact_pid: i32) -> Option<i32> {
             r.cmdline(c)
                 .map(|a| {
                     let tool = a.first().and_then(|p| p.rsplit('/').next());
-                    a != tacts
+                    !a.is_empty()
+                        && a != tacts
                         && !a.iter().any(|x| x == "__guard")
                         && !matches!(tool, Some("tc" | "nft"))
                 })
