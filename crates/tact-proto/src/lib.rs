@@ -40,7 +40,7 @@ pub use reply::{
 };
 pub use request::{
     ClassReport, GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, NetKernelReport,
-    Report, ReportState, Request,
+    OwnTraffic, Report, ReportState, Request,
 };
 
 /// The protocol version every message carries as `"v"`. It changes when a message's meaning

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use crate::error::ProtoError;
 use crate::request::{
     ClassReport, GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, NetKernelReport,
-    Report, ReportState, Request,
+    OwnTraffic, Report, ReportState, Request,
 };
 use crate::{
     MAX_DAY_MS, MAX_GATES, MAX_MESSAGE, MAX_NAME, MAX_PID, MAX_RATE, MAX_TOTAL_MS, MAX_WHY,
@@ -342,6 +342,7 @@ impl<'a> Fields<'a> {
                 None => None,
                 Some(obj) => Some(Fields::new(obj, &self.path("kernel")).net_kernel()?),
             },
+            own_traffic: self.opt_choice("own_traffic", &OwnTraffic::ALL, OwnTraffic::as_str)?,
         })
     }
 
@@ -629,6 +630,7 @@ mod tests {
                     bg_held: true,
                 }),
             }),
+            own_traffic: None,
         };
         let report = Report {
             state: ReportState::Running,
@@ -677,6 +679,86 @@ mod tests {
         };
         let k = report.idle.unwrap().gates[0].kernel.clone().unwrap();
         assert_eq!((k.htb_rate_bits, k.marking, k.classes), (None, false, None));
+    }
+
+    /// A link's `own_traffic` is optional both ways: a job that predates it sends none, and a
+    /// gate without it (a disk's) sends nothing rather than `null`.
+    #[test]
+    fn a_links_own_traffic_round_trips_and_is_optional() {
+        let report = |own_traffic| Report {
+            state: ReportState::Running,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 0,
+            suspend_for_ms: 0,
+            idle: Some(IdleReport {
+                cpu: None,
+                gates: vec![GateReport {
+                    resource: "net:eth0".into(),
+                    state: GateState::Held,
+                    pi_ms: 10.0,
+                    holds: 1,
+                    held_ms: 5,
+                    fg_bytes: 1500,
+                    counters: [[0; 4]; 4],
+                    preempted: 0,
+                    expired_pis: 0,
+                    harm: 0.0,
+                    kernel: None,
+                    own_traffic,
+                }],
+            }),
+        };
+        for (own, wire) in [
+            (OwnTraffic::Namespace, "namespace"),
+            (OwnTraffic::TcpSockets, "tcp_sockets"),
+            (OwnTraffic::Unknown, "none"),
+        ] {
+            let sent = Request::Report {
+                job: 3,
+                report: report(Some(own)),
+            };
+            let line = sent.to_line();
+            let text = String::from_utf8_lossy(&line);
+            assert!(
+                text.contains(&format!(r#""own_traffic":"{wire}""#)),
+                "{text}"
+            );
+            assert_eq!(parse_request(&line[..line.len() - 1]), Ok(sent));
+        }
+        let sent = Request::Report {
+            job: 3,
+            report: report(None),
+        };
+        let line = sent.to_line();
+        assert!(
+            !String::from_utf8_lossy(&line).contains("own_traffic"),
+            "absent, not null"
+        );
+        assert_eq!(parse_request(&line[..line.len() - 1]), Ok(sent));
+        // From a job that predates the field, and one that sends `null`.
+        for own in ["", r#","own_traffic":null"#] {
+            let line = format!(
+                r#"{{"v":1,"op":"report","job":1,"report":{{"state":"running","idle":{{"gates":[
+                {{"resource":"net:lo","state":"held","pi_ms":1{own}}}]}}}}}}"#
+            );
+            let Ok(Request::Report { report, .. }) = parse_request(line.as_bytes()) else {
+                panic!("{line}")
+            };
+            assert_eq!(report.idle.unwrap().gates[0].own_traffic, None, "{line}");
+        }
+        let e = err(
+            r#"{"v":1,"op":"report","job":1,"report":{"state":"running","idle":{"gates":[
+            {"resource":"net:lo","state":"held","pi_ms":1,"own_traffic":"udp_sockets"}]}}}"#,
+        );
+        assert!(
+            e.starts_with(
+                "report.idle.gates[0].own_traffic: must be one of namespace, tcp_sockets, none, \
+                 not \"udp_sockets\""
+            ),
+            "{e}"
+        );
     }
 
     #[test]

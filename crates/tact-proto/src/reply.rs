@@ -266,8 +266,8 @@ mod tests {
         }
     }
 
-    /// A `status` reply from a daemon that predates `idle` still reads, and one with it reads
-    /// back the same.
+    /// A `status` reply from a daemon that predates `idle` (or a gate's `own_traffic`) still
+    /// reads, and one with it reads back the same.
     #[test]
     fn status_replies_with_and_without_idle_gates_parse() {
         let old = br#"{"v":1,"ok":true,"daemon":{"pid":812,"uptime_s":3.5,"lease_ms":10000,
@@ -298,9 +298,15 @@ mod tests {
                     why: "htb at 1Mbit".into(),
                     classes: None,
                 }),
+                own_traffic: Some(crate::OwnTraffic::TcpSockets),
             }],
         });
         let line = ok_line(&status);
+        assert_eq!(parse_reply::<Status>(&line).unwrap(), status);
+        // A gate from a daemon (or job) that predates `own_traffic` has none.
+        status.jobs[0].idle.as_mut().unwrap().gates[0].own_traffic = None;
+        let line = ok_line(&status);
+        assert!(!String::from_utf8_lossy(&line).contains("own_traffic"));
         assert_eq!(parse_reply::<Status>(&line).unwrap(), status);
     }
 

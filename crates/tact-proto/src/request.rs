@@ -150,6 +150,41 @@ pub struct GateReport {
     /// and from jobs that predate it. Added within version 1: daemons that predate it ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<NetKernelReport>,
+    /// Where a link's gate learns the job's own traffic, which is not foreground; `None` for
+    /// disks and from jobs that predate it. Added within version 1: daemons that predate it
+    /// ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_traffic: Option<OwnTraffic>,
+}
+
+/// The source of a job's own traffic on a link (`docs/idle.md`, "The job's own traffic").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnTraffic {
+    /// The job has a network namespace of its own: its interfaces' counters.
+    Namespace,
+    /// The job shares tact's namespace: the byte counters of its TCP sockets (sock_diag); its
+    /// UDP and other traffic counts as foreground.
+    TcpSockets,
+    /// No source: all of the job's traffic counts as foreground.
+    #[serde(rename = "none")]
+    Unknown,
+}
+
+impl OwnTraffic {
+    pub const ALL: [OwnTraffic; 3] = [
+        OwnTraffic::Namespace,
+        OwnTraffic::TcpSockets,
+        OwnTraffic::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnTraffic::Namespace => "namespace",
+            OwnTraffic::TcpSockets => "tcp_sockets",
+            OwnTraffic::Unknown => "none",
+        }
+    }
 }
 
 /// The kernel-assisted part of a link's gate: the htb tree on its egress and the marking of the

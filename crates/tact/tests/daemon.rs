@@ -996,6 +996,11 @@ fn an_idle_gated_run_job_shows_its_gate_in_status() {
     assert_eq!(counters.len(), 4, "{job}");
     assert!(gate["harm"].as_f64().is_some(), "{job}");
     assert_eq!(job["idle"]["cpu"], Value::Null, "no --idle cpu: {job}");
+    // The job shares tact's namespace: its TCP sockets, or none where sock_diag is missing.
+    assert!(
+        ["tcp_sockets", "none"].contains(&gate["own_traffic"].as_str().unwrap_or("absent")),
+        "{job}"
+    );
 
     let table = tact()
         .args(["status", "--socket"])
@@ -1005,6 +1010,7 @@ fn an_idle_gated_run_job_shows_its_gate_in_status() {
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("gated: "), "{table}");
     assert!(table.contains("\n  net:lo: "), "{table}");
+    assert!(table.contains(", own traffic: "), "{table}");
 
     // It never asked for the turn: none was handed out, none taken back.
     let daemon = &d.status()["daemon"];

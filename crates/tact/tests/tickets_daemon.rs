@@ -324,16 +324,20 @@ fn explain_measures_what_clients_used() {
     let spin = spinner.pid(0);
     d.ok(&["attach", &spin]);
     d.ok(&["attach", &sleeper.pid(0)]);
-    let measured = |pid: &str| -> Option<f64> {
+    let cpu = |pid: &str| -> Value {
         let e: Value = serde_json::from_str(&d.ok(&["explain", pid, "--json"])).unwrap();
-        let cpu = e["resources"]
+        e["resources"]
             .as_array()
             .unwrap()
             .iter()
             .find(|r| r["resource"] == "cpu")
             .unwrap()
-            .clone();
-        cpu.get("measured").map(|m| m["share"].as_f64().unwrap())
+            .clone()
+    };
+    let measured = |pid: &str| -> Option<f64> {
+        cpu(pid)
+            .get("measured")
+            .map(|m| m["share"].as_f64().unwrap())
     };
     // Each request is a look at the clients; shares need two looks with CPU used in between.
     let mut shares = (None, None);
@@ -344,6 +348,10 @@ fn explain_measures_what_clients_used() {
     });
     let (spun, slept) = (shares.0.unwrap(), shares.1.unwrap_or(0.0));
     assert!(spun > 0.9 && slept < 0.1, "spinner {spun}, sleeper {slept}");
+    // The same look at the threads tells activity: a spinner's (runnable or running) competes,
+    // a sleeper's does not.
+    assert_eq!(cpu(&spin)["competing"], true);
+    assert_eq!(cpu(&sleeper.pid(0))["competing"], false);
     let text = d.ok(&["explain", &spin]);
     assert!(text.contains("measured: "), "{text}");
 }

@@ -353,6 +353,23 @@ fn render_idle(out: &mut String, jobs: &[JobStatus]) {
             }
         }
     }
+    family(
+        out,
+        "tact_job_gate_own_traffic",
+        "gauge",
+        "1 for where a link's gate learns the job's own traffic, which is not foreground \
+         (namespace: its network namespace; tcp_sockets: its TCP sockets; none).",
+    );
+    for &(job, g) in &gates {
+        if let Some(own) = g.own_traffic {
+            let _ = writeln!(
+                out,
+                "tact_job_gate_own_traffic{{{},source=\"{}\"}} 1",
+                gate_labels(job, g),
+                own.as_str()
+            );
+        }
+    }
     render_net_kernel(out, &gates, gate_labels);
 }
 
@@ -521,7 +538,7 @@ mod tests {
         use tact_proto::{IdleCpu, Kind};
         let mut counters = [[0; 4]; 4];
         counters[1][0] = 7;
-        let job = JobStatus {
+        let mut job = JobStatus {
             job: 5,
             pid: 43,
             uid: 0,
@@ -564,9 +581,19 @@ mod tests {
                             bg_held: true,
                         }),
                     }),
+                    own_traffic: Some(tact_proto::OwnTraffic::TcpSockets),
                 }],
             }),
         };
+        // A disk's gate beside it: no kernel part, no own traffic.
+        let idle = job.idle.as_mut().unwrap();
+        let disk = GateReport {
+            resource: "disk:vda".into(),
+            kernel: None,
+            own_traffic: None,
+            ..idle.gates[0].clone()
+        };
+        idle.gates.push(disk);
         let status = Status {
             daemon: crate::daemon::status::one_idle_connection(),
             jobs: vec![job],
@@ -586,6 +613,7 @@ mod tests {
             format!("tact_job_gate_class_bytes_total{{{l},class=\"fg\"}} 1500"),
             format!("tact_job_gate_class_bytes_total{{{l},class=\"bg\"}} 64000"),
             format!("tact_job_gate_class_held{{{l}}} 1"),
+            format!("tact_job_gate_own_traffic{{{l},source=\"tcp_sockets\"}} 1"),
             r#"tact_job_idle_cpu{job="5",name="scrub",user="root",pid="43",mechanism="sched_idle"} 1"#
                 .to_string(),
         ] {
@@ -594,5 +622,13 @@ mod tests {
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
         assert_eq!(helps, types);
+        // An info-style gauge: one series, the source a label, none for the others.
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("tact_job_gate_own_traffic{"))
+                .count(),
+            1,
+            "{text}"
+        );
     }
 }

@@ -691,6 +691,7 @@ mod tests {
             expired_pis: 0,
             harm: 0.0,
             kernel: None,
+            own_traffic: None,
         };
         let report = Report {
             state: ReportState::Suspended,

@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::Result;
 use tact_linux::rate::fmt_rate;
 use tact_proto::{
-    Client, GateState, IdleCpu, IdleReport, JobState, JobStatus, NetKernelReport, ReportState,
-    Status,
+    Client, GateState, IdleCpu, IdleReport, JobState, JobStatus, NetKernelReport, OwnTraffic,
+    ReportState, Status,
 };
 
 use crate::cli::StatusArgs;
@@ -128,7 +128,7 @@ fn idle_lines(idle: &IdleReport) -> Vec<String> {
         None => {}
     }
     for g in &idle.gates {
-        lines.push(format!(
+        let mut line = format!(
             "{}: {}, PI {}, held {} time{} for {} in all, foreground {}B, harm {:.1}%",
             g.resource,
             match g.state {
@@ -142,7 +142,17 @@ fn idle_lines(idle: &IdleReport) -> Vec<String> {
             duration(g.held_ms as f64 / 1000.0),
             si(g.fg_bytes as f64),
             g.harm * 100.0
-        ));
+        );
+        // What the foreground bytes leave out: a job whose own traffic is not told apart is
+        // held by it, and this says why.
+        if let Some(own) = g.own_traffic {
+            line.push_str(match own {
+                OwnTraffic::Namespace => ", own traffic: the job's network namespace",
+                OwnTraffic::TcpSockets => ", own traffic: the job's TCP sockets",
+                OwnTraffic::Unknown => ", own traffic: none (counted as foreground)",
+            });
+        }
+        lines.push(line);
         if let Some(k) = &g.kernel {
             lines.push(kernel_line(&g.resource, k));
         }
@@ -324,6 +334,7 @@ mod tests {
             expired_pis: 2,
             harm: 0.25,
             kernel: None,
+            own_traffic: None,
         };
         let job = JobStatus {
             job: 4,
@@ -349,7 +360,10 @@ mod tests {
                 cpu: Some(IdleCpu::Cgroup),
                 gates: vec![
                     gate("disk:vda", GateState::Pi),
-                    gate("net:lo", GateState::Released),
+                    GateReport {
+                        own_traffic: Some(OwnTraffic::TcpSockets),
+                        ..gate("net:lo", GateState::Released)
+                    },
                     GateReport {
                         kernel: Some(NetKernelReport {
                             htb_rate_bits: Some(95_000_000),
@@ -361,6 +375,7 @@ mod tests {
                                 bg_held: true,
                             }),
                         }),
+                        own_traffic: Some(OwnTraffic::Namespace),
                         ..gate("net:veth0", GateState::Released)
                     },
                     GateReport {
@@ -370,6 +385,7 @@ mod tests {
                             why: "no htb: the link speed of lo is unknown".into(),
                             classes: None,
                         }),
+                        own_traffic: Some(OwnTraffic::Unknown),
                         ..gate("net:lo2", GateState::Released)
                     },
                 ],
@@ -393,6 +409,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\n  net:lo: released, "), "{text}");
+        assert!(
+            text.contains("harm 25.0%, own traffic: the job's TCP sockets\n  net:veth0: "),
+            "{text}"
+        );
+        assert!(
+            text.contains("harm 25.0%, own traffic: the job's network namespace\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("harm 25.0%, own traffic: none (counted as foreground)\n"),
+            "{text}"
+        );
+        // A disk has no own traffic to tell apart.
+        assert_eq!(text.matches("own traffic").count(), 3, "{text}");
+        // `--json` prints the reply as it came: the field by its wire name, absent for disks.
+        let json = serde_json::to_value(&status).unwrap();
+        let gates = &json["jobs"][0]["idle"]["gates"];
+        assert_eq!(gates[1]["own_traffic"], "tcp_sockets", "{json}");
+        assert_eq!(gates[2]["own_traffic"], "namespace", "{json}");
+        assert_eq!(gates[3]["own_traffic"], "none", "{json}");
+        assert!(gates[0].get("own_traffic").is_none(), "{json}");
         assert!(
             text.contains(
                 "\n  net:veth0 kernel: htb at 95mbit, the job's packets marked DSCP LE, sent: \

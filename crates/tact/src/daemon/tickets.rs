@@ -526,14 +526,16 @@ impl Tickets {
                     }
                 }
             }
-            if let (Ok(cpu_ns), Ok(io)) = (self.procs.cpu_ns(pid), self.procs.io(pid)) {
+            // One listing of its threads gives both their CPU time (the measured share) and
+            // their states (the activity below).
+            let threads = self.procs.threads_now(pid);
+            if let (Ok(now), Ok(io)) = (&threads, self.procs.io(pid)) {
                 let io_bytes = io.read_bytes + io.write_bytes;
-                state.usage.record(p.pid, Instant::now(), cpu_ns, io_bytes);
+                state
+                    .usage
+                    .record(p.pid, Instant::now(), now.cpu_ns, io_bytes);
             }
-            let threads = self
-                .procs
-                .thread_states(pid)
-                .unwrap_or_else(|_| vec![stat.state]);
+            let threads = threads.map_or_else(|_| vec![stat.state], |now| now.states);
             let model = state.system.model();
             let Ok(currency) = model.currency(p.currency) else {
                 continue;
