@@ -247,6 +247,7 @@ mod tests {
             batches: 0,
             forced: false,
             hinted: false,
+            psi: false,
         }
     }
 

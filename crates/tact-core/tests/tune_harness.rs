@@ -9,13 +9,22 @@
 
 use std::time::Duration;
 
-use tact_core::tune::{Load, Phase, Policy, Reason, Tcc, Transition, TuneParams};
+use tact_core::tune::{Load, Phase, Policy, Pressure, Reason, Tcc, Transition, TuneParams};
 
 pub const ENDLESS: usize = usize::MAX / 4;
 
 type Rate = Box<dyn FnMut(usize, u64) -> f64>;
 type Extra = Box<dyn FnMut(u64) -> Duration>;
 type Utilization = Box<dyn FnMut(usize) -> f64>;
+type Stalls = Box<dyn FnMut(usize, Duration) -> Pressure>;
+
+/// A host's PSI reader: the readings as a function of the tasks in flight and the time,
+/// reported at the first event after each period ends.
+pub struct Psi {
+    pub every: Duration,
+    pub stalls: Stalls,
+    next: Duration,
+}
 
 /// A host's bottleneck sampler: the utilization as a function of the tasks in flight,
 /// time-weighted over each period and reported at the first event after the period ends.
@@ -42,6 +51,7 @@ pub struct Pool {
     pub trace: Vec<Transition>,
     pub targets: Vec<(Duration, usize)>,
     pub hint: Option<Hint>,
+    pub psi: Option<Psi>,
 }
 
 /// The paper's reproduction parameters (fixed 50 s steady state) from `n_init` workers.
@@ -77,6 +87,7 @@ impl Pool {
             trace: Vec::new(),
             targets: Vec::new(),
             hint: None,
+            psi: None,
         };
         pool.targets.push((Duration::ZERO, pool.tcc.target()));
         pool.fill();
@@ -96,6 +107,36 @@ impl Pool {
             time: 0.0,
         });
         self
+    }
+
+    /// Reports `stalls(in flight, now)` every `every` from now on.
+    pub fn with_pressure(
+        mut self,
+        every: Duration,
+        stalls: impl FnMut(usize, Duration) -> Pressure + 'static,
+    ) -> Pool {
+        self.psi = Some(Psi {
+            every,
+            stalls: Box::new(stalls),
+            next: self.now + every,
+        });
+        self
+    }
+
+    /// Reports the pressure once a period has ended.
+    fn sample_pressure(&mut self, to: Duration) {
+        let in_flight = self.in_flight;
+        let Some(psi) = self.psi.as_mut() else {
+            return;
+        };
+        if to < psi.next {
+            return;
+        }
+        psi.next = to + psi.every;
+        let reading = (psi.stalls)(in_flight, to);
+        self.now = to;
+        let answer = self.tcc.on_pressure(to, reading);
+        self.apply(answer);
     }
 
     /// Integrates the utilization up to `to`, and reports it once a period has ended.
@@ -171,6 +212,14 @@ impl Pool {
             self.sample_hint(at);
             if self.in_flight != before {
                 // The report grew the target: the started tasks change the next completion.
+                self.schedule();
+                return true;
+            }
+        }
+        if self.psi.is_some() {
+            let before = self.in_flight;
+            self.sample_pressure(at);
+            if self.in_flight != before {
                 self.schedule();
                 return true;
             }

@@ -5,12 +5,14 @@
 #[path = "tune_harness.rs"]
 mod harness;
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use harness::{paper, Pool};
 use proptest::prelude::*;
 use tact_core::tune::{
-    Aimd, AimdParams, Bounds, Event, Load, Phase, Policy, Reason, Tcc, TuneParams,
+    Aimd, AimdParams, Bounds, Event, Load, Phase, Policy, Reason, Tcc, Transition, TuneParams,
 };
 
 const MAX: usize = 4_000_000;
@@ -213,6 +215,128 @@ fn the_target_is_validated_and_set_by_spec() {
     assert!(e.contains("util"), "{e}");
 }
 
+/// A pool on the bending curve whose reports read `before` until its first steady state has
+/// held 5 s, and `after` from then on (a competitor arriving on the bottleneck, invisible in the
+/// pool's own throughput here). Returns the pool after `k` steady entries.
+fn saturating(params: TuneParams, before: f64, after: f64, k: usize) -> Pool {
+    let arrived = Rc::new(Cell::new(false));
+    let seen = arrived.clone();
+    let mut pool =
+        Pool::new(params, curve()).with_hint(
+            TENTH,
+            move |_| {
+                if seen.get() {
+                    after
+                } else {
+                    before
+                }
+            },
+        );
+    assert!(pool.until_steady(1, MAX));
+    // 5 s in: the reference window (n* batches, under a second here) has read `before`.
+    let from = pool.tcc.busy();
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= from + Duration::from_secs(5)));
+    assert_eq!(pool.tcc.phase(), Phase::Steady);
+    arrived.set(true);
+    assert!(pool.until_steady(k, MAX));
+    pool
+}
+
+/// The transition that ended the first steady state, and how long (busy time) that state held.
+fn first_steady_end(pool: &Pool) -> (Transition, Duration) {
+    let i = pool
+        .trace
+        .iter()
+        .position(|t| t.to == Phase::Steady)
+        .unwrap();
+    let end = pool.trace[i + 1].clone();
+    assert_eq!(end.from, Phase::Steady);
+    (end.clone(), end.busy - pool.trace[i].busy)
+}
+
+#[test]
+fn a_bottleneck_that_becomes_saturated_ends_the_steady_state_early() {
+    // 0.92: at or above util, so the hint takes no step and the run is the paper's until then.
+    let params = paper(4);
+    let timeout = params.steady_max;
+    let plain = settle(Pool::new(params.clone(), curve()), 2);
+    let mut run = saturating(params.clone(), 0.92, 0.99, 2);
+    let upto = |pool: &Pool| {
+        let i = pool
+            .trace
+            .iter()
+            .position(|t| t.to == Phase::Steady)
+            .unwrap();
+        pool.moves()[..=i].to_vec()
+    };
+    assert_eq!(upto(&run), upto(&plain));
+    let (end, held) = first_steady_end(&run);
+    assert_eq!(
+        (end.to, end.reason, end.hinted),
+        (Phase::Base, Reason::Shift, true),
+        "{:?}",
+        run.moves()
+    );
+    assert!(held < timeout, "{held:?}");
+    assert!(end.target_to < end.target_from);
+    assert_eq!(run.tcc.status().hinted, 1);
+    assert!(run.tcc.drain_decisions().iter().all(|d| !d.hinted));
+    let (plain_end, _) = first_steady_end(&plain);
+    assert_eq!(plain_end.reason, Reason::Timeout);
+}
+
+#[test]
+fn the_steady_rule_needs_a_reference_with_room_and_a_window_above_saturated() {
+    let params = paper(4);
+    let timeout = params.steady_max;
+    // 0.96 is not above 0.97; a reference at 0.95 is past the midpoint of 0.9 and 0.97 (it
+    // already ran near saturation); and with `saturated` = 1 nothing is above it.
+    for (p, before, after) in [
+        (params.clone(), 0.92, 0.96),
+        (params.clone(), 0.95, 1.0),
+        (
+            TuneParams {
+                saturated: 1.0,
+                ..params.clone()
+            },
+            0.92,
+            1.0,
+        ),
+    ] {
+        let run = saturating(p, before, after, 2);
+        let (end, held) = first_steady_end(&run);
+        assert_eq!(
+            (end.reason, end.hinted),
+            (Reason::Timeout, false),
+            "{before} -> {after}"
+        );
+        assert!(held >= timeout);
+        assert_eq!(run.tcc.status().hinted, 0);
+    }
+}
+
+#[test]
+fn saturated_is_validated_and_set_by_spec() {
+    for bad in [0.9, 0.5, 1.01, f64::NAN] {
+        let e = Tcc::new(TuneParams {
+            saturated: bad,
+            ..TuneParams::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("saturated = ") && e.contains("(util, 1]"),
+            "{e}"
+        );
+    }
+    assert!(tact_core::tune::policy_from_spec("tcc:util=0.8,saturated=0.95", 2, 16).is_ok());
+    let e = tact_core::tune::policy_from_spec("tcc:saturated=0.5", 2, 16)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("saturated"), "{e}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -262,6 +386,11 @@ proptest! {
                     ),
                     Reason::Ceiling => prop_assert_eq!(tr.target_to, tr.target_from),
                     Reason::Lost => prop_assert!(tr.target_to > tr.target_from, "{:?}", tr),
+                    // The steady rule: a new cycle, from the base cut.
+                    Reason::Shift => prop_assert!(
+                        tr.from == Phase::Steady && tr.target_to <= tr.target_from,
+                        "{:?}", tr
+                    ),
                     _ => prop_assert!(false, "the hint decided {:?}", tr),
                 }
             }

@@ -431,6 +431,7 @@ Examples:
   tact tune --policy static:4 -- make           a fixed count, for comparison
   tact tune --bottleneck cpu:0-3 -- make        also watch CPUs 0-3: climb while they have room
   tact tune --bottleneck disk:sda@iops=3000 -- make    a volume provisioned at 3000 IOPS
+  tact tune --policy tcc:psi=1 -- make          also back off when memory or the disk stalls
   tact tune --bottleneck net:eth0@1gbit,rx --workers-file /tmp/j -- parallel -j /tmp/j wget -q :::: urls
   tact tune --workers-file /tmp/j -- parallel -j /tmp/j gzip ::: *.log
   tact tune --workers-file /tmp/j --completions file:/tmp/done -- ./crawler --jobs-file /tmp/j
@@ -483,7 +484,15 @@ at all. The sources, read every 100 ms:
                       replies or an upload
   net:IF@RATE,rx      bits IF receives over RATE: the ingress, e.g. a crawler downloading
 A RATE or N below what the link or device really does shows as readings above 100% (tact warns
-after a second of them): the hint then never fires. --json-log records every reading.
+after a second of them): the hint then never fires. --json-log records every reading. Once the
+count holds, a bottleneck that had room and now reads above 97% (tcc:saturated=0.97) starts a
+new round of measuring: something else is using it.
+
+PSI (--policy tcc:psi=1): tact reads /proc/pressure/{memory,io} every second. A step up during
+which memory or io \"full\" stalls exceed 5% (psi_full=0.05) is undone, and memory \"some\" stalls
+above 10% (psi_some=0.1) during the steady state start a new round of measuring, from a lower
+count. PSI never raises the count. Off by default: the figures are the whole machine's, so other
+programs' stalls cut the count too. Without /proc/pressure tact says so and goes on without.
 
 Warm start (--key NAME): tact records the count TCC settles on in
 $XDG_STATE_HOME/tact/tune/NAME.json (root without it: /var/lib/tact/tune; else
@@ -519,7 +528,8 @@ pub struct TuneArgs {
     /// Jobs at once to start with [default: the online CPUs, at most --max].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub init: Option<u32>,
-    /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05), static:N, aimd, vegas,
+    /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05, tcc:psi=1; the keys are
+    /// listed in docs/tune.md, "Parameters and validation"), static:N, aimd, vegas,
     /// gradient2, envoy (the last three judge by job latency: a job's lifetime as tact saw it).
     #[arg(long, value_name = "SPEC", default_value = "tcc")]
     pub policy: String,

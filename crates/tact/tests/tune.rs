@@ -330,6 +330,37 @@ fn bad_input_gets_a_one_line_error_and_runs_nothing() {
     }
 }
 
+#[test]
+fn psi_is_a_tcc_switch_and_bad_thresholds_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tune(
+        dir.path(),
+        &["--policy", "tcc:psi=1", "--", "sh", "-c", "touch ran"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(dir.path().join("ran").exists());
+    // A kernel without PSI is told once at the start, and the run goes on.
+    let absent = !std::path::Path::new("/proc/pressure/memory").exists();
+    assert_eq!(err.contains("PSI is off for this run"), absent, "{err}");
+    fs::remove_file(dir.path().join("ran")).unwrap();
+    for (spec, says) in [
+        ("tcc:psi=2", "not a switch"),
+        (
+            "tcc:psi=1,psi_full=0",
+            "psi_full = 0: the stall fraction must be in (0, 1]",
+        ),
+        ("tcc:psi_some=1.5", "psi_some = 1.5"),
+    ] {
+        let out = tune(dir.path(), &["--policy", spec, "--", "touch", "ran"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(125), "{spec}: {err}");
+        assert!(err.contains(says), "{spec}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{spec}: {err}");
+        assert!(!dir.path().join("ran").exists(), "{spec} ran the command");
+    }
+}
+
 /// The complete `hint` lines of a JSON log written while tact runs (a line being written is
 /// left for the next look).
 fn hints(path: &Path) -> Vec<Value> {

@@ -12,7 +12,11 @@
 //!
 //! A host that can see the bottleneck may also report its utilization ([`Policy::on_hint`]):
 //! while it stays below `TuneParams::util`, an add step that gains less than q still counts
-//! (beyond the paper; inert on a saturated bottleneck, so Theorem 1's bound stands).
+//! (beyond the paper; inert on a saturated bottleneck, so Theorem 1's bound stands), and a
+//! steady count that had room ends early when the bottleneck becomes saturated (`saturated`).
+//!
+//! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise
+//! or start a cycle early (spec §6 item 3), never raise the count.
 //!
 //! The contract shared with other controllers is [`Policy`]; `docs/tune.md` describes the
 //! choices made where the paper is silent or wrong.
@@ -31,7 +35,7 @@ pub use baselines::{
 };
 pub use decide::Outcome;
 pub use params::{check_friendly, Friendly, ParamError, TuneParams, TABLE_1, TABLE_1_PRINTED};
-pub use policy::{Event, Load, Phase, Policy, Reason, Transition};
+pub use policy::{Event, Load, Phase, Policy, Pressure, Reason, Transition};
 pub use samples::{SampleSet, Summary};
-pub use select::{policy_from_spec, SpecError, POLICY_NAMES};
+pub use select::{policy_from_spec, tcc_params_from_spec, SpecError, POLICY_NAMES};
 pub use tcc::{Decision, Status, Tcc};

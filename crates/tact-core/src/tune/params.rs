@@ -149,6 +149,28 @@ pub struct TuneParams {
     /// rule is inert there and Theorem 1's bound stands. Without reports it does nothing.
     #[serde(default = "default_util")]
     pub util: f64,
+    /// The bottleneck hint's steady rule: a steady count whose reference window left the
+    /// bottleneck well short of saturation (below the midpoint of `util` and this) but whose
+    /// later change-detection window runs it above this starts a cycle early. Something else
+    /// now uses the bottleneck, or the load changed, while throughput may have moved too
+    /// little for change detection. 1 turns the rule off.
+    #[serde(default = "default_saturated")]
+    pub saturated: f64,
+    /// PSI as a saturation hint (spec §6 item 3; `docs/tune.md`, "PSI as a saturation hint"):
+    /// with pressure readings from the host ([`crate::tune::Policy::on_pressure`]), an add step
+    /// that ran with memory or I/O `full` stalls above `psi_full` is revoked as a decline, and
+    /// memory `some` stalls above `psi_some` end the steady state early. Off by default: PSI is
+    /// machine-wide unless the host reads the bottleneck's cgroup, so any other process's
+    /// stalls would cut this pool's count; a user who knows the pool is what fills memory or
+    /// the disk turns it on. Without readings it does nothing.
+    #[serde(default)]
+    pub psi: bool,
+    /// The `full` stall fraction (memory or I/O) above which an add step fails (0.05).
+    #[serde(default = "default_psi_full")]
+    pub psi_full: f64,
+    /// The memory `some` stall fraction above which the steady state starts a cycle (0.10).
+    #[serde(default = "default_psi_some")]
+    pub psi_some: f64,
     /// Accept (p, q, w) that break condition (1) or (2) of Theorem 1.
     pub allow_unfriendly: bool,
     /// A configuration holding this many raw samples counts as at its dwell cap (bounds memory
@@ -191,6 +213,10 @@ impl Default for TuneParams {
             fast: true,
             warm: None,
             util: default_util(),
+            saturated: default_saturated(),
+            psi: false,
+            psi_full: default_psi_full(),
+            psi_some: default_psi_some(),
             allow_unfriendly: false,
             max_samples: 1 << 20,
             trace_capacity: 1024,
@@ -204,6 +230,22 @@ impl Default for TuneParams {
 /// noise.
 fn default_util() -> f64 {
     0.90
+}
+
+/// A bottleneck this busy is saturated for the hint's steady rule: the spec's "~0.97", above
+/// G2's 95% so that a count held inside the band never reads as saturated.
+fn default_saturated() -> f64 {
+    0.97
+}
+
+/// Spec §6 item 3: memory or io `full` avg10 above 5% fails an add step.
+fn default_psi_full() -> f64 {
+    0.05
+}
+
+/// Spec §6 item 3: memory `some` avg10 above 10% starts a cycle.
+fn default_psi_some() -> f64 {
+    0.10
 }
 
 impl TuneParams {
@@ -320,6 +362,23 @@ impl TuneParams {
             1.0,
             "the bottleneck utilization target must be in (0, 1)",
         )?;
+        if !(self.saturated.is_finite() && self.saturated > self.util && self.saturated <= 1.0) {
+            return Err(ParamError::Range {
+                field: "saturated",
+                value: self.saturated,
+                why: "must be in (util, 1]",
+            });
+        }
+        for (field, v) in [("psi_full", self.psi_full), ("psi_some", self.psi_some)] {
+            // 1 is allowed: a threshold no reading can pass keeps that rule off.
+            if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+                return Err(ParamError::Range {
+                    field,
+                    value: v,
+                    why: "the stall fraction must be in (0, 1]",
+                });
+            }
+        }
         frac(
             "autocorr_max",
             self.autocorr_max,

@@ -34,6 +34,35 @@ impl Load {
     }
 }
 
+/// Pressure stall information as fractions of time (a PSI file's `avg10` / 100): how much of
+/// the last ten seconds some task (`some`) or every non-idle task (`full`) waited for memory or
+/// I/O. A resource the host cannot read is 0: the rules only ever act on high values. A
+/// non-finite value counts as 0 and anything else is clamped to [0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Pressure {
+    pub memory_some: f64,
+    pub memory_full: f64,
+    pub io_full: f64,
+}
+
+impl Pressure {
+    /// The readings made safe to compare: non-finite values as 0, the rest in [0, 1].
+    pub fn sanitized(self) -> Pressure {
+        let f = |x: f64| {
+            if x.is_finite() {
+                x.clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        };
+        Pressure {
+            memory_some: f(self.memory_some),
+            memory_full: f(self.memory_full),
+            io_full: f(self.io_full),
+        }
+    }
+}
+
 /// What happened in the pool. `at` is the host's monotonic time since an origin it chooses.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "lowercase")]
@@ -110,6 +139,16 @@ pub trait Policy {
         None
     }
 
+    /// The latest pressure stall readings of the machine or the bottleneck's cgroup (PSI,
+    /// `docs/tune.md` "PSI as a saturation hint"), from a host that reads them now and then
+    /// (`tact tune` every second). A method rather than an [`Event`] variant for the same reason
+    /// as [`Policy::on_hint`]. TCC uses them only with `TuneParams::psi` on, and only ever to
+    /// stop a rise or start a cycle early; every baseline ignores them.
+    fn on_pressure(&mut self, now: Duration, pressure: Pressure) -> Option<usize> {
+        let _ = (now, pressure);
+        None
+    }
+
     /// The state transitions since the last call, oldest first (hosts expose them as JSON
     /// traces). Policies without states return none.
     fn drain_trace(&mut self) -> Vec<Transition> {
@@ -134,7 +173,9 @@ pub enum Phase {
 pub enum Reason {
     /// The steady state timed out: a new cycle.
     Timeout,
-    /// The steady state saw its throughput move (§3 change detection): a new cycle.
+    /// The steady state saw its throughput move (§3 change detection); with `hinted` set on the
+    /// transition, its bottleneck saturate (`TuneParams::saturated`); with `psi` set, memory
+    /// stalls above `TuneParams::psi_some`: a new cycle.
     Shift,
     /// The base configuration has its samples: add.
     Measured,
@@ -142,7 +183,8 @@ pub enum Reason {
     Better,
     /// The add step gained less than q without a decline: hold the count in Max.
     Flat,
-    /// The add step lowered throughput: revoke it and remove (the thrashing guard).
+    /// The add step lowered throughput, or with `psi` set on the transition, ran with memory or
+    /// I/O stalls above `TuneParams::psi_full`: revoke it and remove (the thrashing guard).
     Decline,
     /// Thrashing guard, early: the new count ran below half the old throughput.
     GuardSlow,
@@ -186,8 +228,13 @@ pub struct Transition {
     /// The decision was forced at a dwell cap, from the point estimate.
     pub forced: bool,
     /// The bottleneck hint decided it (`TuneParams::util`): an add step that gained less than q
-    /// counted as `Better` because the bottleneck stayed below its utilization target, or a
-    /// removal that kept throughput counted as `Lost` because it left the bottleneck below it.
+    /// counted as `Better` because the bottleneck stayed below its utilization target, a
+    /// removal that kept throughput counted as `Lost` because it left the bottleneck below it,
+    /// or a steady state ended (`Shift`) because its bottleneck became saturated.
     #[serde(default)]
     pub hinted: bool,
+    /// PSI decided it (`TuneParams::psi`): an add step revoked for memory or I/O stalls
+    /// (`Decline`), or a steady state ended early by memory stalls (`Shift`).
+    #[serde(default)]
+    pub psi: bool,
 }

@@ -1,6 +1,6 @@
 //! Policies by name, for hosts (pools, `tact tune`, the Python executor, benchmarks) that let the
 //! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `tcc:fast=false,warm=12`,
-//! `tcc:util=0.9`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`.
+//! `tcc:util=0.9,saturated=0.97`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -54,6 +54,10 @@ const TCC_KEYS: &[&str] = &[
     "fast",
     "warm",
     "util",
+    "saturated",
+    "psi",
+    "psi_full",
+    "psi_some",
     "allow_unfriendly",
     "max_samples",
     "trace_capacity",
@@ -111,7 +115,7 @@ pub fn policy_from_spec(
     };
     let bounds = || Bounds::new(n_init, 1, n_max).map_err(baseline);
     Ok(match name {
-        "tcc" => Box::new(tcc(options.unwrap_or(""), n_init, n_max)?),
+        "tcc" => Box::new(Tcc::new(tcc_params(options.unwrap_or(""), n_init, n_max)?)?),
         "static" | "fixed" => Box::new(fixed(name, options, n_max)?),
         "aimd" => {
             no_options()?;
@@ -157,8 +161,25 @@ fn fixed(name: &str, size: Option<&str>, n_max: usize) -> Result<Fixed, SpecErro
     })
 }
 
-/// TCC with the defaults of [`TuneParams`], overridden by `key=value` pairs separated by commas.
-fn tcc(options: &str, n_init: usize, n_max: usize) -> Result<Tcc, SpecError> {
+/// The parameters of a `tcc` spec, for hosts that act on some of them (`tact tune` reads PSI
+/// only with `psi` on); None for any other policy. Checks the keys and values but not the
+/// parameters as a whole ([`policy_from_spec`] does).
+pub fn tcc_params_from_spec(
+    spec: &str,
+    n_init: usize,
+    n_max: usize,
+) -> Result<Option<TuneParams>, SpecError> {
+    match spec.trim().split_once(':') {
+        Some((name, options)) if name.trim() == "tcc" => {
+            tcc_params(options.trim(), n_init, n_max).map(Some)
+        }
+        None if spec.trim() == "tcc" => tcc_params("", n_init, n_max).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The defaults of [`TuneParams`], overridden by `key=value` pairs separated by commas.
+fn tcc_params(options: &str, n_init: usize, n_max: usize) -> Result<TuneParams, SpecError> {
     let mut params = TuneParams {
         n_max,
         ..TuneParams::default()
@@ -173,7 +194,7 @@ fn tcc(options: &str, n_init: usize, n_max: usize) -> Result<Tcc, SpecError> {
         set_tcc_field(&mut params, key.trim(), value.trim())?;
     }
     params.n_init = n_init.clamp(params.n_min.max(1), params.n_max.max(1));
-    Ok(Tcc::new(params)?)
+    Ok(params)
 }
 
 fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), SpecError> {
@@ -188,6 +209,14 @@ fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), 
             .parse()
             .map_err(|_| format!("not a valid {}", std::any::type_name::<T>()))
     }
+    // Switches read as people write them on a command line.
+    let flag = |value: &str| -> Result<bool, String> {
+        match value {
+            "true" | "1" | "on" | "yes" => Ok(true),
+            "false" | "0" | "off" | "no" => Ok(false),
+            _ => Err("not a switch (true or false, 1 or 0, on or off)".to_string()),
+        }
+    };
     let dur = |value: &str| -> Result<Duration, String> {
         humantime::parse_duration(value).map_err(|e| format!("not a duration ({e})"))
     };
@@ -214,9 +243,9 @@ fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), 
         "shift" => num(value).map(|v| p.shift = v),
         "shift_hard" => num(value).map(|v| p.shift_hard = v),
         "n_min" => num(value).map(|v| p.n_min = v),
-        "remove" => num(value).map(|v| p.remove = v),
-        "slow_start" => num(value).map(|v| p.slow_start = v),
-        "fast" => num(value).map(|v| p.fast = v),
+        "remove" => flag(value).map(|v| p.remove = v),
+        "slow_start" => flag(value).map(|v| p.slow_start = v),
+        "fast" => flag(value).map(|v| p.fast = v),
         // A count, or "none" for a cold start.
         "warm" => match value {
             "none" => {
@@ -227,7 +256,12 @@ fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), 
         },
         // The bottleneck hint's target; it acts only when the host reports a utilization.
         "util" => num(value).map(|v| p.util = v),
-        "allow_unfriendly" => num(value).map(|v| p.allow_unfriendly = v),
+        "saturated" => num(value).map(|v| p.saturated = v),
+        // PSI as a saturation hint; it acts only when the host reads pressure.
+        "psi" => flag(value).map(|v| p.psi = v),
+        "psi_full" => num(value).map(|v| p.psi_full = v),
+        "psi_some" => num(value).map(|v| p.psi_some = v),
+        "allow_unfriendly" => flag(value).map(|v| p.allow_unfriendly = v),
         "max_samples" => num(value).map(|v| p.max_samples = v),
         "trace_capacity" => num(value).map(|v| p.trace_capacity = v),
         "seed" => num(value).map(|v| p.seed = v),
@@ -250,7 +284,7 @@ mod tests {
         for key in TCC_KEYS {
             let value = match *key {
                 "dwell" | "max_dwell" | "steady_min" | "steady_max" => "1s",
-                "remove" | "allow_unfriendly" | "slow_start" | "fast" => "true",
+                "remove" | "allow_unfriendly" | "slow_start" | "fast" | "psi" => "true",
                 _ => "1",
             };
             let mut params = TuneParams::default();
@@ -259,5 +293,21 @@ mod tests {
                 "{key} is listed but not settable"
             );
         }
+    }
+
+    #[test]
+    fn switches_take_words_and_digits() {
+        for (value, on) in [("1", true), ("on", true), ("true", true), ("0", false)] {
+            let params = tcc_params_from_spec(&format!("tcc:psi={value}"), 2, 8)
+                .unwrap()
+                .unwrap();
+            assert_eq!(params.psi, on, "{value}");
+        }
+        let e = tcc_params_from_spec("tcc:psi=2", 2, 8)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("psi") && e.contains("not a switch"), "{e}");
+        assert!(tcc_params_from_spec("static:3", 2, 8).unwrap().is_none());
+        assert!(!tcc_params_from_spec(" tcc ", 2, 8).unwrap().unwrap().psi);
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::decide::{look_z, n1_hat, verdict, Outcome};
 use super::params::{q_scaled, ParamError, TuneParams, SLOW_START};
-use super::policy::{Event, Load, Phase, Policy, Reason, Transition};
+use super::policy::{Event, Load, Phase, Policy, Pressure, Reason, Transition};
 use super::samples::{SampleSet, Summary};
 use crate::stats::normal_quantile;
 
@@ -56,6 +56,20 @@ impl Util {
     fn mean(&self) -> Option<f64> {
         (self.covered > 0.0 && self.covered >= 0.5 * self.measured).then(|| self.sum / self.covered)
     }
+}
+
+/// How long a steady state ignores PSI readings (host time from its start): avg10 is an
+/// exponential average with a 10 s time constant, so the stalls of the counts explored just
+/// before (a revoked, stalling add step) still show in it; after 20 s they have decayed to
+/// e⁻² ≈ 14% of what they were. Without this, the stalls that ended one cycle could start the next.
+const PSI_SETTLE: Duration = Duration::from_secs(20);
+
+/// The latest PSI reading, and the busy clock and host time it came at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reading {
+    pressure: Pressure,
+    busy: Duration,
+    at: Duration,
 }
 
 /// Fast mode's progress through one comparison (C₂ against C₁; spec §6 item 1).
@@ -114,6 +128,8 @@ pub struct Decision {
     pub forced: bool,
     /// The bottleneck hint decided it (see [`Transition::hinted`]).
     pub hinted: bool,
+    /// PSI decided it (see [`Transition::psi`]).
+    pub psi: bool,
     /// Samples measured since the previous decision (both configurations, revisits
     /// included), and the batch size b they were grouped by.
     pub samples: u64,
@@ -155,9 +171,15 @@ pub struct Status {
     /// The bottleneck's mean utilization over the configuration being measured (after its
     /// settling), when the host reports one ([`Policy::on_hint`]) for at least half that time.
     pub utilization: Option<f64>,
-    /// Steps the bottleneck hint decided: add steps it accepted and removals it undid (their
-    /// transitions say `hinted`).
+    /// Steps the bottleneck hint decided: add steps it accepted, removals it undid and steady
+    /// states it ended (their transitions say `hinted`).
     pub hinted: u64,
+    /// The latest pressure reading ([`Policy::on_pressure`]), sanitized, whether or not
+    /// `TuneParams::psi` lets it act.
+    pub pressure: Option<Pressure>,
+    /// Steps PSI decided: add steps it revoked and steady states it ended (their transitions
+    /// say `psi`).
+    pub psi: u64,
 }
 
 /// Throughput-guided concurrency control.
@@ -187,6 +209,11 @@ pub struct Tcc {
     /// The decision being recorded is the hint's (marks its Decision and Transition).
     hint_decides: bool,
 
+    // PSI: the latest reading, steps it decided, and whether it decides the one being recorded.
+    reading: Option<Reading>,
+    psi: u64,
+    psi_decides: bool,
+
     // The configuration being measured.
     b: usize,
     cur: SampleSet,
@@ -202,9 +229,15 @@ pub struct Tcc {
 
     // Steady state.
     steady_ref: Option<Summary>,
+    /// The bottleneck's mean utilization over the reference window, when reported.
+    steady_util: Option<f64>,
+    /// The utilization reports up to the end of the last change-detection window.
+    window_mark: Util,
     strikes: u32,
     steady_timeout: Duration,
     cycle_start: Duration,
+    /// Host time the steady state began (PSI readings count from [`PSI_SETTLE`] after it).
+    steady_at: Duration,
     rng: u64,
 
     trace: VecDeque<Transition>,
@@ -244,6 +277,9 @@ impl Tcc {
             util: Util::default(),
             hinted: 0,
             hint_decides: false,
+            reading: None,
+            psi: 0,
+            psi_decides: false,
             b,
             cur: SampleSet::new(b, params.trim),
             config_start: Duration::ZERO,
@@ -255,9 +291,12 @@ impl Tcc {
             slow: params.slow_start && params.warm.is_none(),
             cmp: Comparison::new(),
             steady_ref: None,
+            steady_util: None,
+            window_mark: Util::default(),
             strikes: 0,
             steady_timeout: params.steady_max,
             cycle_start: Duration::ZERO,
+            steady_at: Duration::ZERO,
             rng: params.seed,
             trace: VecDeque::new(),
             trace_dropped: 0,
@@ -315,6 +354,8 @@ impl Tcc {
             revisiting: self.cmp.revisit.is_some(),
             utilization: self.judged_util().mean(),
             hinted: self.hinted,
+            pressure: self.reading.map(|r| r.pressure),
+            psi: self.psi,
         }
     }
 
@@ -323,8 +364,9 @@ impl Tcc {
         self.decisions.drain(..).collect()
     }
 
-    /// Feeds one event, with the bottleneck's utilization when it is a hint.
-    fn handle(&mut self, event: Event, hint: Option<f64>) {
+    /// Feeds one event, with the bottleneck's utilization when it is a hint, or the pressure
+    /// readings.
+    fn handle(&mut self, event: Event, hint: Option<f64>, pressure: Option<Pressure>) {
         let mut at = event.at();
         if let Some(last) = self.last_at {
             if at < last {
@@ -375,6 +417,13 @@ impl Tcc {
         if let Some(u) = hint {
             self.take_hint(u);
         }
+        if let Some(pressure) = pressure {
+            self.reading = Some(Reading {
+                pressure: pressure.sanitized(),
+                busy: self.busy,
+                at,
+            });
+        }
         if sampled || advanced {
             self.step(at);
         }
@@ -408,11 +457,74 @@ impl Tcc {
         })
     }
 
+    /// The bottleneck's mean utilization over the change-detection window just completed (the
+    /// reports since the previous window's end), and the mark moved to now.
+    fn window_util(&mut self) -> Option<f64> {
+        let measured = self
+            .measure_from
+            .map_or(0.0, |m| self.busy.saturating_sub(m).as_secs_f64());
+        let now = Util {
+            measured,
+            ..self.util
+        };
+        let mark = std::mem::replace(&mut self.window_mark, now);
+        Util {
+            covered: now.covered - mark.covered,
+            sum: now.sum - mark.sum,
+            measured: now.measured - mark.measured,
+        }
+        .mean()
+        // Differences of running sums round: a bottleneck reported at 1 throughout must not
+        // read above it (`saturated` = 1 turns the rule off).
+        .map(|u| u.min(1.0))
+    }
+
+    /// The hint's steady rule: the reference window left the bottleneck well short of
+    /// saturation, and this window saturates it. The midpoint of `util` and `saturated` keeps
+    /// a margin on both sides: the hint's own steady counts sit at or just above `util` (it adds
+    /// until the bottleneck reaches it), and one that already ran near saturation must not
+    /// start a cycle on every noisy window.
+    fn newly_saturated(&self, window: Option<f64>) -> bool {
+        let p = &self.params;
+        let room = 0.5 * (p.util + p.saturated);
+        self.steady_util.is_some_and(|r| r < room) && window.is_some_and(|u| u > p.saturated)
+    }
+
     /// The hint says the bottleneck stayed below its target while this configuration ran.
     fn unsaturated(&self) -> bool {
         self.judged_util()
             .mean()
             .is_some_and(|u| u < self.params.util)
+    }
+
+    /// The latest PSI reading, when `psi` is on and it came after the configuration being
+    /// measured settled (one from before judges the count before, and a host that stopped
+    /// reading leaves none). The latest rather than the highest over the configuration's time:
+    /// avg10 is already a 10 s average weighted toward the present, and the early readings of a
+    /// configuration still carry the stalls of the counts before it.
+    fn fresh_reading(&self) -> Option<Pressure> {
+        let r = self.reading.filter(|_| self.params.psi)?;
+        let from = self.measure_from?;
+        (r.busy >= from).then_some(r.pressure)
+    }
+
+    /// PSI says the count being judged makes memory or I/O stall (spec §6 item 3, in Add).
+    fn stalls(&self) -> bool {
+        let limit = self.params.psi_full;
+        self.fresh_reading()
+            .is_some_and(|p| p.memory_full > limit || p.io_full > limit)
+    }
+
+    /// PSI says the steady count now makes memory stall (spec §6 item 3, in Steady), once
+    /// [`PSI_SETTLE`] has passed since the steady state began.
+    fn steady_stalls(&self) -> bool {
+        let settled = self
+            .reading
+            .is_some_and(|r| r.at >= self.steady_at + PSI_SETTLE);
+        settled
+            && self
+                .fresh_reading()
+                .is_some_and(|p| p.memory_some > self.params.psi_some)
     }
 
     /// Saturation and settling after the load or the target changed.
@@ -572,6 +684,7 @@ impl Tcc {
         let q = self.step_q(self.prev, self.target);
         match self.test(&r.s, &s, q, forced) {
             Outcome::Pending => self.next_look(r.s, s, r.n),
+            Outcome::Better if self.stalls() => self.stalled_add(at, forced),
             Outcome::Better => {
                 let c = self.config();
                 self.keep_best(c);
@@ -590,6 +703,10 @@ impl Tcc {
                 }
                 // Otherwise keep measuring this count until it can serve as C₁ (paper mode).
             }
+            // A decline is revoked by the paper's rule already: PSI decides only the others.
+            Outcome::NotBetter if self.stalls() && s.throughput() >= r.s.throughput() => {
+                self.stalled_add(at, forced)
+            }
             Outcome::NotBetter => {
                 self.forced += u64::from(forced);
                 if s.throughput() > r.s.throughput() && self.unsaturated() {
@@ -605,6 +722,19 @@ impl Tcc {
                 self.fail_add(at, reason, forced);
             }
         }
+    }
+
+    /// PSI failed an add step: its count made memory or I/O stall. The spec counts it as "not
+    /// better"; tact revokes it as it does a decline rather than holding it in Max as a flat
+    /// step, since Max would keep the very count that stalls for up to `max_dwell` and start the
+    /// removals from it. The thrashing guard's way back is what stalls call for, and it never
+    /// raises the count.
+    fn stalled_add(&mut self, at: Duration, forced: bool) {
+        self.forced += u64::from(forced);
+        self.psi += 1;
+        self.psi_decides = true;
+        self.fail_add(at, Reason::Decline, forced);
+        self.psi_decides = false;
     }
 
     /// The bottleneck hint accepted an add step the test judged flat: it becomes C₁ at once
@@ -828,18 +958,39 @@ impl Tcc {
         if self.here() >= self.steady_timeout {
             return self.begin_cycle(at, Reason::Timeout);
         }
+        if self.steady_stalls() {
+            // As change detection does: the count that was right no longer is.
+            self.psi += 1;
+            self.psi_decides = true;
+            self.begin_cycle(at, Reason::Shift);
+            self.psi_decides = false;
+            return;
+        }
         let s = self.cur.summary();
         if s.batches < self.params.n_star {
             return;
         }
+        let u = self.window_util();
         match self.steady_ref {
-            None => self.steady_ref = Some(s),
+            None => {
+                self.steady_ref = Some(s);
+                self.steady_util = u;
+            }
             Some(r) => {
                 let ratio = s.throughput() / r.throughput();
                 let outside = |k: f64| !(1.0 / k..=k).contains(&ratio);
                 let mild = outside(self.params.shift);
                 if outside(self.params.shift_hard) || (mild && self.strikes >= 1) {
                     return self.begin_cycle(at, Reason::Shift);
+                }
+                if self.newly_saturated(u) {
+                    // Something else now uses the bottleneck, or the load changed, though
+                    // throughput moved too little for the test above.
+                    self.hinted += 1;
+                    self.hint_decides = true;
+                    self.begin_cycle(at, Reason::Shift);
+                    self.hint_decides = false;
+                    return;
                 }
                 self.strikes = if mild { self.strikes + 1 } else { 0 };
             }
@@ -870,8 +1021,10 @@ impl Tcc {
         let jitter = 1.0 + p.steady_jitter * (2.0 * u - 1.0);
         self.steady_timeout = Duration::from_secs_f64(t * jitter);
         self.steady_ref = None;
+        self.steady_util = None;
         self.strikes = 0;
         self.slow = false;
+        self.steady_at = at;
         let prev = self.target;
         self.go(at, Phase::Steady, n, prev, reason, forced);
         self.steady_count = Some(self.target);
@@ -904,6 +1057,7 @@ impl Tcc {
         self.settle = Settle::InFlight;
         self.measure_from = None;
         self.util = Util::default();
+        self.window_mark = Util::default();
         self.refresh_load();
     }
 
@@ -937,6 +1091,7 @@ impl Tcc {
             samples: self.explored,
             batch_size: self.b,
             hinted: self.hint_decides,
+            psi: self.psi_decides,
         };
         self.explored = 0;
         self.decisions.push_back(d);
@@ -961,6 +1116,7 @@ impl Tcc {
             batches: s.batches,
             forced,
             hinted: self.hint_decides,
+            psi: self.psi_decides,
         };
         self.trace.push_back(t);
         while self.trace.len() > self.params.trace_capacity {
@@ -992,14 +1148,21 @@ impl Policy for Tcc {
 
     fn on_event(&mut self, event: Event) -> Option<usize> {
         let before = self.target;
-        self.handle(event, None);
+        self.handle(event, None, None);
         (self.target != before).then_some(self.target)
     }
 
     /// Time passes as with a tick; the report then joins the configuration being measured.
     fn on_hint(&mut self, now: Duration, utilization: f64) -> Option<usize> {
         let before = self.target;
-        self.handle(Event::Tick { at: now }, Some(utilization));
+        self.handle(Event::Tick { at: now }, Some(utilization), None);
+        (self.target != before).then_some(self.target)
+    }
+
+    /// Time passes as with a tick; the reading then replaces the previous one.
+    fn on_pressure(&mut self, now: Duration, pressure: Pressure) -> Option<usize> {
+        let before = self.target;
+        self.handle(Event::Tick { at: now }, None, Some(pressure));
         (self.target != before).then_some(self.target)
     }
 

@@ -66,6 +66,13 @@ impl PsiReader {
         parse_line(&path, &text, "some")
     }
 
+    /// The `full` line of `resource` (io or memory; cpu's since Linux 5.13).
+    pub fn full(&self, resource: &str) -> Result<Pressure> {
+        let path = self.path(resource);
+        let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        parse_line(&path, &text, "full")
+    }
+
     /// Whether every resource's `some avg10` is below `percent`; None when PSI is unavailable.
     pub fn quiet(&self, percent: f64) -> Option<bool> {
         if !self.available() {

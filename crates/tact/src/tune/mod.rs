@@ -7,6 +7,7 @@
 pub mod bottleneck;
 pub mod completions;
 mod jobserver;
+mod pressure;
 mod report;
 mod signals;
 mod warm;
@@ -18,8 +19,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use bottleneck::Bottleneck;
-use tact_core::tune::{policy_from_spec, Event as PolicyEvent, Load, Phase, Policy};
+use tact_core::tune::{
+    policy_from_spec, tcc_params_from_spec, Event as PolicyEvent, Load, Phase, Policy,
+};
 use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::probe::psi::PsiReader;
 use tact_linux::JobTree;
 
 use crate::cli::TuneArgs;
@@ -28,6 +32,7 @@ use crate::jobs::pass_on::Reached;
 use crate::jobs::run::{exit_code, spawn, TACT_FAILED};
 use completions::Completions;
 use jobserver::Jobserver;
+use pressure::{PressureMeter, PSI_PERIOD};
 use report::{Report, Summary};
 use signals::Signals;
 pub use warm::parse_key;
@@ -62,6 +67,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
     // Opened before the command starts, so that a CPU or PSI file that is missing fails early.
     let bottleneck = args.bottleneck.as_ref().map(Bottleneck::open).transpose()?;
+    let pressure = pressure_meter(&spec, n_init, n_max);
     let mut report = Report::new(args.json_log.as_deref(), verbose)?;
     if let Some(store) = &store {
         report.key(store.key(), store.path(), warm)?;
@@ -135,6 +141,8 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         load: Load::default(),
         bottleneck,
         sampled: None,
+        pressure,
+        pressed: None,
         store,
     };
 
@@ -209,6 +217,28 @@ fn warm_start(
         options => format!("tcc:warm={count},{options}"),
     };
     Ok((spec, Some(count)))
+}
+
+/// The PSI reader when the spec turns TCC's `psi` on. PSI the kernel does not offer turns the
+/// feature off (spec §6 item 3), which the user is told now: the run goes on by throughput.
+fn pressure_meter(spec: &str, n_init: usize, n_max: usize) -> Option<PressureMeter> {
+    let wanted = tcc_params_from_spec(spec, n_init, n_max)
+        .ok()
+        .flatten()
+        .is_some_and(|p| p.psi);
+    if !wanted {
+        return None;
+    }
+    match PressureMeter::open(PsiReader::new()) {
+        Ok(meter) => Some(meter),
+        Err(e) => {
+            eprintln!(
+                "tact: tune: tcc:psi=1: cannot read /proc/pressure ({e:#}); PSI is off for this \
+                 run, TCC judges by throughput alone"
+            );
+            None
+        }
+    }
 }
 
 /// A pidfd on the command's process, and the actuator: `--signals` sends through its own.
@@ -369,6 +399,9 @@ struct Tuner {
     /// What the bottleneck hint reads (`--bottleneck`), and when it last did.
     bottleneck: Option<Bottleneck>,
     sampled: Option<Instant>,
+    /// What `tcc:psi=1` reads, and when it last did.
+    pressure: Option<PressureMeter>,
+    pressed: Option<Instant>,
     /// Where `--key`'s steady count goes; dropped after a failed write (said once).
     store: Option<WarmStore>,
 }
@@ -449,14 +482,41 @@ impl Tuner {
         Ok(())
     }
 
-    /// Time passes for the controller, with the bottleneck's utilization when one is due.
+    /// Time passes for the controller, with the bottleneck's utilization and the pressure
+    /// readings when they are due.
     fn tick(&mut self, now: Instant) -> Result<()> {
         let at = now - self.start;
         let changed = match self.utilization(now, at)? {
             Some(u) => self.policy.on_hint(at, u),
             None => self.policy.on_tick(at),
         };
-        self.apply(at, changed, self.load)
+        self.apply(at, changed, self.load)?;
+        if let Some(p) = self.stalls(now) {
+            let changed = self.policy.on_pressure(at, p);
+            self.apply(at, changed, self.load)?;
+        }
+        Ok(())
+    }
+
+    /// A PSI reading at most every [`PSI_PERIOD`]. One that fails turns PSI off with a warning.
+    fn stalls(&mut self, now: Instant) -> Option<tact_core::tune::Pressure> {
+        let meter = self.pressure.as_ref()?;
+        if self
+            .pressed
+            .is_some_and(|s| now.saturating_duration_since(s) < PSI_PERIOD)
+        {
+            return None;
+        }
+        self.pressed = Some(now);
+        match meter.read() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!("tcc:psi=1: {e:#}; going on without PSI");
+                eprintln!("tact: tune: tcc:psi=1: {e:#}; going on without PSI");
+                self.pressure = None;
+                None
+            }
+        }
     }
 
     /// A reading of the bottleneck at most every [`HINT_PERIOD`], logged. A reading that fails

@@ -40,6 +40,8 @@ struct TransitionLine {
     forced: bool,
     /// The bottleneck hint decided it (--bottleneck).
     hinted: bool,
+    /// PSI decided it (tcc:psi=1).
+    psi: bool,
     /// Seconds the command kept all its slots busy so far.
     busy: f64,
     completions: u64,
@@ -167,12 +169,14 @@ impl Report {
                 tr.from,
                 tr.to,
                 tr.reason,
-                match (tr.forced, tr.hinted) {
-                    (true, true) => ", forced, hinted",
-                    (true, false) => ", forced",
-                    (false, true) => ", hinted",
-                    (false, false) => "",
-                },
+                [
+                    (tr.forced, ", forced"),
+                    (tr.hinted, ", hinted"),
+                    (tr.psi, ", psi")
+                ]
+                .iter()
+                .filter_map(|&(on, s)| on.then_some(s))
+                .collect::<String>(),
                 tr.target_from,
                 tr.target_to,
                 tr.throughput
@@ -194,6 +198,7 @@ impl Report {
                 batches: tr.batches,
                 forced: tr.forced,
                 hinted: tr.hinted,
+                psi: tr.psi,
                 busy: tr.busy.as_secs_f64(),
                 completions,
             }),
@@ -328,6 +333,7 @@ mod tests {
                 batches: 30,
                 forced: false,
                 hinted: false,
+                psi: false,
             },
             12,
         )

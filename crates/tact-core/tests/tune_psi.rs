@@ -1,0 +1,353 @@
+//! PSI as a saturation hint (`TuneParams::psi`, `Policy::on_pressure`; spec §6 item 3): memory
+//! or I/O `full` stalls fail an add step the throughput test passed, memory `some` stalls end
+//! the steady state early, no reading ever raises the count, and with the switch off the
+//! readings change nothing.
+
+#[path = "tune_harness.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use harness::{paper, Pool};
+use proptest::prelude::*;
+use tact_core::tune::{
+    policy_from_spec, Aimd, AimdParams, Bounds, Decision, Event, Load, Phase, Policy, Pressure,
+    Reason, Tcc, TuneParams,
+};
+
+const MAX: usize = 4_000_000;
+const TENTH: Duration = Duration::from_millis(100);
+/// Above this many tasks in flight the stalls begin.
+const KNEE: usize = 6;
+
+/// Throughput proportional to the count: every add step gains its full p, far above q.
+fn linear() -> impl FnMut(usize, u64) -> f64 {
+    |n, _| 100.0 * n as f64
+}
+
+/// A gradually saturating curve, as in `tune_hint.rs`: the paper's rule settles on it.
+fn bending() -> impl FnMut(usize, u64) -> f64 {
+    |n, _| 1000.0 * (1.0 - (-(n as f64) / 8.0).exp())
+}
+
+fn params() -> [TuneParams; 2] {
+    let n_max = 40;
+    [
+        TuneParams { n_max, ..paper(4) },
+        TuneParams {
+            n_init: 4,
+            n_max,
+            ..TuneParams::default()
+        },
+    ]
+}
+
+fn psi(p: TuneParams) -> TuneParams {
+    TuneParams { psi: true, ..p }
+}
+
+/// Stalls of `level` on one resource above the knee, none below.
+fn above_knee(resource: &'static str, level: f64) -> impl FnMut(usize, Duration) -> Pressure {
+    move |n, _| {
+        let x = if n > KNEE { level } else { 0.0 };
+        match resource {
+            "io_full" => Pressure {
+                io_full: x,
+                ..Pressure::default()
+            },
+            "memory_full" => Pressure {
+                memory_full: x,
+                ..Pressure::default()
+            },
+            _ => Pressure {
+                memory_some: x,
+                ..Pressure::default()
+            },
+        }
+    }
+}
+
+fn settle(mut pool: Pool, k: usize) -> Pool {
+    assert!(pool.until_steady(k, MAX), "no steady state");
+    pool
+}
+
+#[test]
+fn full_stalls_turn_a_better_add_step_into_a_revoked_one() {
+    for p in params() {
+        let mut plain = settle(Pool::new(p.clone(), linear()), 1);
+        let climbed = plain.tcc.target();
+        assert!(climbed > KNEE, "without PSI the count climbs: {climbed}");
+        let plain_decisions = plain.tcc.drain_decisions();
+        assert!(plain_decisions
+            .iter()
+            .all(|d| d.phase != Phase::Add || d.better));
+
+        for resource in ["io_full", "memory_full"] {
+            let mut run = settle(
+                Pool::new(psi(p.clone()), linear())
+                    .with_pressure(TENTH, above_knee(resource, 0.06)),
+                1,
+            );
+            let n = run.tcc.target();
+            assert!(n <= KNEE, "{resource}: steady at {n}: {:?}", run.moves());
+            let decisions = run.tcc.drain_decisions();
+            let stalled: Vec<&Decision> = decisions.iter().filter(|d| d.psi).collect();
+            assert!(!stalled.is_empty(), "{resource}: {decisions:?}");
+            // Each one judged a count above the knee whose gain on this noise-free line is well
+            // above the q it was tested for: the throughput test alone says better.
+            for d in &stalled {
+                assert!(!d.better && d.c2 > KNEE && d.c1 <= KNEE, "{d:?}");
+                assert_eq!(d.phase, Phase::Add);
+                let gain = d.c2 as f64 / d.c1 as f64 - 1.0;
+                assert!(gain > d.q + 0.1, "{d:?}");
+            }
+            let status = run.tcc.status();
+            assert_eq!(status.psi, stalled.len() as u64);
+            let marked: Vec<_> = run.trace.iter().filter(|t| t.psi).collect();
+            assert_eq!(marked.len(), stalled.len(), "{:?}", run.moves());
+            for t in marked {
+                assert!(
+                    matches!(t.reason, Reason::Decline | Reason::Overshoot),
+                    "{t:?}"
+                );
+                assert!(t.target_to < t.target_from, "{t:?}");
+            }
+            assert!(status.pressure.is_some());
+        }
+    }
+}
+
+#[test]
+fn stalls_at_or_below_the_threshold_change_nothing() {
+    for p in params() {
+        let plain = settle(Pool::new(p.clone(), linear()), 2);
+        // 4% < 5%, and 5% itself: the rule is "above".
+        for level in [0.04, 0.05] {
+            let mut run = settle(
+                Pool::new(psi(p.clone()), linear())
+                    .with_pressure(TENTH, above_knee("io_full", level)),
+                2,
+            );
+            assert_eq!(run.moves(), plain.moves(), "{level}");
+            assert_eq!(run.tcc.status().psi, 0);
+            assert!(run.tcc.drain_decisions().iter().all(|d| !d.psi));
+        }
+    }
+}
+
+/// Busy time of the first steady state, and the transition that ended it.
+fn first_steady_end(pool: &Pool) -> (Duration, &tact_core::tune::Transition) {
+    let entry = pool
+        .trace
+        .iter()
+        .position(|t| t.to == Phase::Steady)
+        .expect("a steady state");
+    let end = &pool.trace[entry + 1];
+    assert_eq!(end.from, Phase::Steady);
+    (pool.trace[entry].at, end)
+}
+
+#[test]
+fn memory_stalls_start_a_cycle_before_the_timeout() {
+    let p = paper(4);
+    let timeout = p.steady_max;
+    // Memory stalls all along: only the steady rule reads `some`, so the exploration is the
+    // paper's, and the steady state ends at the first reading 20 s in.
+    let stalls = |level: f64| {
+        move |_: usize, _: Duration| Pressure {
+            memory_some: level,
+            ..Pressure::default()
+        }
+    };
+    let plain = settle(Pool::new(p.clone(), bending()), 2);
+    let run = settle(
+        Pool::new(psi(p.clone()), bending()).with_pressure(TENTH, stalls(0.11)),
+        2,
+    );
+    let (entered, end) = first_steady_end(&run);
+    assert_eq!(
+        (end.to, end.reason, end.psi),
+        (Phase::Base, Reason::Shift, true),
+        "{:?}",
+        run.moves()
+    );
+    let held = end.at - entered;
+    assert!(
+        held >= Duration::from_secs(20) && held < Duration::from_secs(21),
+        "{held:?}"
+    );
+    assert!(held < timeout);
+    assert!(end.target_to < end.target_from);
+    let (_, plain_end) = first_steady_end(&plain);
+    assert_eq!(plain_end.reason, Reason::Timeout);
+    // Everything up to the steady state is the paper's.
+    let upto = |pool: &Pool| {
+        pool.moves()
+            .into_iter()
+            .take_while(|m| m.1 != Phase::Steady)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(upto(&run), upto(&plain));
+    assert_eq!(run.tcc.status().psi, 1);
+
+    // 10% is not above 10%: the steady state runs to its timeout.
+    let calm = settle(
+        Pool::new(psi(p), bending()).with_pressure(TENTH, stalls(0.10)),
+        2,
+    );
+    let (entered, end) = first_steady_end(&calm);
+    assert_eq!((end.reason, end.psi), (Reason::Timeout, false));
+    assert!(end.busy >= timeout && end.at - entered >= timeout);
+}
+
+#[test]
+fn with_the_switch_off_readings_change_nothing() {
+    for p in params() {
+        let mut zero = settle(
+            Pool::new(psi(p.clone()), linear()).with_pressure(TENTH, |_, _| Pressure::default()),
+            3,
+        );
+        let mut off = settle(
+            Pool::new(p.clone(), linear()).with_pressure(TENTH, |_, _| Pressure {
+                memory_some: 1.0,
+                memory_full: 1.0,
+                io_full: 1.0,
+            }),
+            3,
+        );
+        assert_eq!(off.moves(), zero.moves());
+        assert_eq!(off.targets, zero.targets);
+        assert_eq!(off.tcc.drain_decisions(), zero.tcc.drain_decisions());
+        assert_eq!(off.tcc.status().psi, 0);
+        assert_eq!(
+            off.tcc.status().pressure,
+            Some(Pressure {
+                memory_some: 1.0,
+                memory_full: 1.0,
+                io_full: 1.0
+            })
+        );
+    }
+}
+
+#[test]
+fn readings_are_sanitized_and_baselines_ignore_them() {
+    let mut tcc = Tcc::new(psi(paper(2))).unwrap();
+    tcc.on_pressure(
+        Duration::from_secs(1),
+        Pressure {
+            memory_some: f64::NAN,
+            memory_full: -3.0,
+            io_full: 7.0,
+        },
+    );
+    assert_eq!(
+        tcc.status().pressure,
+        Some(Pressure {
+            memory_some: 0.0,
+            memory_full: 0.0,
+            io_full: 1.0
+        })
+    );
+    let mut aimd = Aimd::new(AimdParams::spec(), Bounds::new(4, 1, 64).unwrap()).unwrap();
+    let full = Pressure {
+        memory_some: 1.0,
+        memory_full: 1.0,
+        io_full: 1.0,
+    };
+    assert_eq!(aimd.on_pressure(Duration::from_secs(1), full), None);
+    assert_eq!(aimd.target(), 4);
+}
+
+#[test]
+fn thresholds_are_validated_and_set_by_spec() {
+    for field in ["psi_full", "psi_some"] {
+        for bad in [0.0, -0.1, 1.01, f64::NAN, f64::INFINITY] {
+            let mut p = TuneParams::default();
+            match field {
+                "psi_full" => p.psi_full = bad,
+                _ => p.psi_some = bad,
+            }
+            let e = Tcc::new(p).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("{field} = ")) && e.contains("(0, 1]"),
+                "{e}"
+            );
+        }
+    }
+    let p = TuneParams {
+        psi: true,
+        psi_full: 1.0,
+        psi_some: 1e-3,
+        ..TuneParams::default()
+    };
+    assert!(Tcc::new(p).is_ok());
+    assert!(policy_from_spec("tcc:psi=1,psi_full=0.1,psi_some=0.2", 2, 16).is_ok());
+    for bad in ["tcc:psi_full=0", "tcc:psi_some=1.5", "tcc:psi=maybe"] {
+        let e = policy_from_spec(bad, 2, 16).err().unwrap().to_string();
+        assert!(e.contains("psi"), "{bad}: {e}");
+    }
+    assert!(!TuneParams::default().psi, "an extension, off by default");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Readings of any value at any time never raise the count: every step PSI decides
+    /// lowers it (or holds n_min), each is counted once, and the count stays in [n_min, n_max].
+    #[test]
+    fn psi_never_raises_the_count(
+        n_min in 1usize..4,
+        span in 1usize..30,
+        seed in any::<u64>(),
+        fast in any::<bool>(),
+        events in proptest::collection::vec(
+            (0u64..300_000, 0usize..40, 0usize..3, (0.0f64..0.2, 0.0f64..0.2, 0.0f64..0.2), any::<bool>()),
+            1..600,
+        ),
+    ) {
+        let params = TuneParams {
+            n_min,
+            n_max: n_min + span,
+            n_init: n_min,
+            n_star: 3,
+            steady_min: Duration::from_secs(30),
+            steady_max: Duration::from_secs(30),
+            fast,
+            psi: true,
+            seed,
+            ..TuneParams::default()
+        };
+        let mut tcc = Tcc::new(params.clone()).unwrap();
+        let mut t = Duration::ZERO;
+        let mut decided = 0u64;
+        for (dt_us, in_flight, queued, (some, mem, io), reading) in events {
+            t += Duration::from_micros(dt_us);
+            let before = tcc.target();
+            let answer = if reading {
+                tcc.on_pressure(t, Pressure { memory_some: some, memory_full: mem, io_full: io })
+            } else {
+                tcc.on_event(Event::Complete { at: t, load: Load::new(in_flight, queued), latency: None })
+            };
+            let after = tcc.target();
+            prop_assert!((params.n_min..=params.n_max).contains(&after));
+            prop_assert_eq!(answer.is_some(), after != before);
+            for tr in tcc.drain_trace().iter().filter(|tr| tr.psi) {
+                decided += 1;
+                // A cycle begun at n_min cannot cut: the count stays.
+                prop_assert!(
+                    tr.target_to < tr.target_from
+                        || (tr.from == Phase::Steady && tr.target_to == params.n_min),
+                    "{:?}", tr
+                );
+                prop_assert!(
+                    matches!((tr.from, tr.reason), (Phase::Add, Reason::Decline | Reason::Overshoot)
+                        | (Phase::Steady, Reason::Shift)),
+                    "{:?}", tr
+                );
+            }
+        }
+        prop_assert_eq!(tcc.status().psi, decided);
+    }
+}
