@@ -239,9 +239,11 @@ fn concurrency_follows_the_target_up_and_down() {
     wait_until("the target drops", || pool.target() == 1);
     assert_eq!(meter.running(), 5, "a shrink cancels nothing");
     gate.tokens(4);
-    wait_until("the pool drains to 1", || meter.running() == 1);
+    // A task leaves the meter a moment before its worker reports the completion to the pool.
+    wait_until("the pool drains to 1", || {
+        meter.running() == 1 && pool.stats().in_flight == 1
+    });
     meter.reset_max();
-    assert_eq!(pool.stats().in_flight, 1);
     gate.tokens(10);
     wait_until("10 more finish", || {
         runs.iter().map(|r| r.load(Ordering::SeqCst)).sum::<usize>() == 14
