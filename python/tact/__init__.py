@@ -53,7 +53,7 @@ from ._tact import (
     stats,
     testpoint,
 )
-from .tune import AdaptiveExecutor, AdaptiveSemaphore, ControllerStatus, Transition
+from .tune import AdaptiveExecutor, AdaptiveSemaphore, ControllerStatus, Pressure, Transition
 
 __all__ = [
     "AdaptiveExecutor",
@@ -63,6 +63,7 @@ __all__ = [
     "IdleCounters",
     "IdleGate",
     "IdleStatus",
+    "Pressure",
     "Regulator",
     "Stats",
     "configure",

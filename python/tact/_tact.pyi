@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Type, Union
 
 from . import IdleStatus, Stats
-from .tune import ControllerStatus, Transition
+from .tune import ControllerStatus, Pressure, Transition
 
 _Duration = Union[str, float, timedelta]
 
@@ -65,8 +65,10 @@ class Controller:
     parameters (TuneParams fields; durations as seconds, strings or timedeltas), with
     ``policy="tcc"`` only. ``n_init`` defaults to the online CPUs (at most ``n_max``). Times are
     float seconds on the caller's monotonic clock; each event method returns the new target when
-    it changed. Raises ValueError on an unknown policy or parameter, or parameters that break
-    TCC's friendliness conditions."""
+    it changed. With ``psi=True`` (or ``"tcc:psi=1"``) the controller reads ``/proc/pressure``
+    for ``read_pressure()``; a kernel without PSI turns that off with a RuntimeWarning. Raises
+    ValueError on an unknown policy or parameter, or parameters that break TCC's friendliness
+    conditions."""
 
     def __init__(
         self,
@@ -85,6 +87,25 @@ class Controller:
     def on_hint(self, now: float, utilization: float) -> Optional[int]:
         """The bottleneck's mean utilization in [0, 1] since the previous report (TCC's
         bottleneck hint; baselines ignore it). Raises ValueError when it is not finite."""
+    def on_pressure(
+        self,
+        now: float,
+        *,
+        memory_some: float = 0.0,
+        memory_full: float = 0.0,
+        io_full: float = 0.0,
+    ) -> Optional[int]:
+        """PSI readings as fractions in [0, 1] (TCC's PSI rules with ``psi=True``: memory or io
+        ``full`` above ``psi_full`` revokes the add step being measured, memory ``some`` above
+        ``psi_some`` ends a steady state early; baselines ignore them). Raises ValueError when
+        one is not finite."""
+    def read_pressure(self) -> Optional[Pressure]:
+        """The machine's PSI readings (``/proc/pressure``, avg10 as fractions), with the GIL
+        released, when the controller takes them (``psi=True``) and one is due (at most one a
+        second); else None. A reading that fails turns PSI off with one RuntimeWarning."""
+    @property
+    def psi(self) -> bool:
+        """Whether ``read_pressure`` reads PSI: ``psi=True`` and the files could be read."""
     @property
     def target(self) -> int: ...
     def status(self) -> ControllerStatus: ...

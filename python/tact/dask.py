@@ -10,7 +10,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .tune import TICK, BottleneckSource, ControllerStatus, Transition, _Tuning
+from .tune import TICK, BottleneckSource, ControllerStatus, Transition, _Readings, _Tuning
 
 
 def _distributed() -> Any:
@@ -39,7 +39,8 @@ class AdaptiveSubmitter:
     ``with`` block) stops submitting and cancels the futures in flight.
 
     policy, bottleneck and params: as for :class:`tact.AdaptiveExecutor` (``n_init`` sets the first
-    target); the bottleneck is read on the consumer's ticks, with the submitter's lock released.
+    target); the bottleneck, and PSI with ``psi=True``, are read on the consumer's ticks, with the
+    submitter's lock released.
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
     state transitions, ``in_flight`` the futures submitted and not yet done.
     """
@@ -167,16 +168,16 @@ class AdaptiveSubmitter:
         return submitted
 
     def _tick(self) -> None:
-        utilization = None
-        if self._tuning.hint is not None:
-            # The source may read files or take long: done callbacks go on meanwhile.
+        readings: _Readings = (None, None)
+        if self._tuning.reads:
+            # The source and PSI read files or take long: done callbacks go on meanwhile.
             self._lock.release()
             try:
-                utilization = self._tuning.read_hint()
+                readings = self._tuning.read()
             finally:
                 self._lock.acquire()
         now = self._tuning.now()
-        self._grow(now, self._tuning.tick(now, utilization))
+        self._grow(now, self._tuning.tick(now, readings))
 
     def _grow(self, now: float, new: Optional[int]) -> None:
         while self._tuning.changed(now, new) and self._fill():

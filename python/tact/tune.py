@@ -12,6 +12,12 @@ Given a ``bottleneck`` source, each also reports the utilization of the resource
 to TCC (its bottleneck hint, ``docs/tune.md``): below TCC's ``util`` target (0.9) an add step that
 gains less than q is still taken, so the pool climbs to the resource's ~90% rather than stopping
 at 75-85% as the throughput rule alone does.
+
+With ``psi=True`` (a TCC parameter), each also reads the machine's pressure stall information
+(``/proc/pressure``) at most once a second and reports it to TCC (``docs/tune.md``, "PSI as a
+saturation hint"): memory or I/O ``full`` stalls above ``psi_full`` (5%) revoke an add step the
+throughput would take, memory ``some`` stalls above ``psi_some`` (10%) end a steady state early.
+A kernel without PSI turns it off with a RuntimeWarning.
 """
 
 import asyncio
@@ -40,6 +46,15 @@ HINT_PERIOD = 0.1
 BottleneckSource = Union[str, Callable[[], Optional[float]]]
 
 _Phase = Literal["steady", "base", "add", "max", "remove"]
+
+
+class Pressure(TypedDict):
+    """PSI readings as fractions in [0, 1] of the last ten seconds (avg10 / 100), as
+    ``Controller.read_pressure()`` gives them and ``Controller.on_pressure()`` takes them."""
+
+    memory_some: float
+    memory_full: float
+    io_full: float
 
 
 class ControllerStatus(TypedDict, total=False):
@@ -71,6 +86,10 @@ class ControllerStatus(TypedDict, total=False):
     utilization: Optional[float]
     #: Steps the bottleneck hint decided (add steps it accepted, removals it undid).
     hinted: int
+    #: The latest PSI reading (kept whether or not ``psi`` lets it act); None before any.
+    pressure: Optional[Pressure]
+    #: Steps PSI decided (add steps it revoked, steady states it ended), with ``psi=True``.
+    psi: int
 
 
 #: A state transition of TCC (``Controller.drain_trace()``); "from" is a keyword, hence this form.
@@ -89,6 +108,7 @@ Transition = TypedDict(
         "batches": int,
         "forced": bool,
         "hinted": bool,
+        "psi": bool,
     },
 )
 
@@ -161,16 +181,29 @@ class _Tuning:
     def now(self) -> float:
         return time.monotonic() - self.origin
 
-    def read_hint(self) -> Optional[float]:
-        """The bottleneck's utilization when a reading is due (see ``_Hint.read``); call it
-        outside the owner's lock."""
-        return self.hint.read() if self.hint is not None else None
+    @property
+    def reads(self) -> bool:
+        """Whether a tick may read anything: a bottleneck source, or PSI (``psi=True``)."""
+        return self.hint is not None or self.controller.psi
 
-    def tick(self, now: float, utilization: Optional[float]) -> Optional[int]:
-        """Time passed, with the bottleneck's utilization when there is a reading."""
+    def read(self) -> "_Readings":
+        """The bottleneck's utilization and the PSI readings, each when one is due (see
+        ``_Hint.read`` and ``Controller.read_pressure``); call it outside the owner's lock."""
+        utilization = self.hint.read() if self.hint is not None else None
+        return utilization, self.controller.read_pressure()
+
+    def tick(self, now: float, readings: "_Readings") -> Optional[int]:
+        """Time passed, with the bottleneck's utilization and the PSI readings when there are
+        some."""
+        utilization, pressure = readings
         if utilization is None:
-            return self.controller.on_tick(now)
-        return self.controller.on_hint(now, utilization)
+            new = self.controller.on_tick(now)
+        else:
+            new = self.controller.on_hint(now, utilization)
+        if pressure is not None:
+            answer = self.controller.on_pressure(now, **pressure)
+            new = new if answer is None else answer
+        return new
 
     def changed(self, now: float, new: Optional[int]) -> bool:
         """Records a target the controller answered with; whether there was one."""
@@ -183,6 +216,10 @@ class _Tuning:
     def trace(self) -> List[Transition]:
         self._trace.extend(self.controller.drain_trace())
         return list(self._trace)
+
+
+#: What a tick read outside the owner's lock: (utilization, PSI readings).
+_Readings = Tuple[Optional[float], Optional[Pressure]]
 
 
 class _Task:
@@ -210,7 +247,10 @@ class AdaptiveExecutor(Executor):
         executor's ticker thread calls it at most every 100 ms; ``util`` (a TCC parameter, 0.9)
         is the target. A malformed string, or a CPU or device this machine lacks, raises
         ValueError here. ``status()`` shows the mean ``utilization`` and the ``hinted`` steps.
-    params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters.
+    params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters;
+        ``psi=True`` has the ticker thread read ``/proc/pressure`` at most once a second, outside
+        the executor's lock, for TCC's PSI rules (``status()`` shows the latest ``pressure``
+        and the ``psi`` steps).
 
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
     state transitions. A task's reported latency is the time from its dispatch to the pool until
@@ -345,10 +385,10 @@ class AdaptiveExecutor(Executor):
     def _tick(self) -> None:
         # Runs on the ticker thread, outside the lock: the source may read files or take long,
         # and completions need the lock meanwhile.
-        utilization = self._tuning.read_hint()
+        readings = self._tuning.read()
         with self._lock:
             now = self._tuning.now()
-            picked = self._grow(now, self._tuning.tick(now, utilization))
+            picked = self._grow(now, self._tuning.tick(now, readings))
         self._dispatch(picked)
 
     # Without the lock: the pool may run a done callback at once, in this thread.
@@ -418,7 +458,8 @@ class AdaptiveSemaphore:
 
     policy, bottleneck and params: as for :class:`AdaptiveExecutor`; a callable ``bottleneck``
     runs in the event loop (the semaphore's ticker task, while the semaphore is in use), so it
-    must not block. Use it from one event loop.
+    must not block; with ``psi=True`` that task also reads ``/proc/pressure``, at most once a
+    second (a few small files). Use it from one event loop.
     """
 
     def __init__(
@@ -548,6 +589,6 @@ class AdaptiveSemaphore:
         # Runs while the semaphore is in use, so an idle one leaves no task behind.
         while self._held or self._waiters:
             await asyncio.sleep(TICK)
-            utilization = self._tuning.read_hint()
+            readings = self._tuning.read()
             now = self._tuning.now()
-            self._grow(now, self._tuning.tick(now, utilization))
+            self._grow(now, self._tuning.tick(now, readings))

@@ -11,6 +11,7 @@ import math
 import os
 import threading
 import time
+import warnings
 from concurrent.futures import CancelledError, wait
 from pathlib import Path
 from typing import List
@@ -525,3 +526,84 @@ def test_controller_takes_hints():
     with pytest.raises(ValueError, match="utilization"):
         c.on_hint(0.2, float("nan"))
     assert tact.Controller("aimd", n_max=8).on_hint(0.1, 0.5) is None
+
+
+# PSI as a saturation hint
+
+HAS_PSI = os.path.exists("/proc/pressure/memory") and os.path.exists("/proc/pressure/io")
+
+
+def test_status_and_trace_show_psi():
+    c = tact.Controller(n_init=2, n_max=8)
+    status = c.status()
+    assert status["psi"] == 0 and status["pressure"] is None
+    # Psi off: the reading is kept and shown, but decides nothing, and nothing is read.
+    assert c.on_pressure(0.1, io_full=0.5) is None
+    assert c.status()["pressure"] == {"memory_some": 0.0, "memory_full": 0.0, "io_full": 0.5}
+    assert c.read_pressure() is None and not c.psi
+    with pytest.raises(ValueError, match="memory_full"):
+        c.on_pressure(0.2, memory_full=float("inf"))
+    assert tact.Controller("aimd", n_max=8).on_pressure(0.1, io_full=0.9) is None
+
+
+def test_io_stalls_revoke_add_steps_of_a_controller_driven_by_hand():
+    """Throughput proportional to the count, so every add step passes the throughput test; io
+    ``full`` at 50% (above psi_full, 5%) revokes them, and the transitions say ``psi``."""
+    c = tact.Controller(n_init=2, n_max=16, psi=True, n_star=5, batch_min=4, dwell=5.0)
+    now = 0.0
+    for _ in range(100_000):
+        n = c.target
+        now += 1.0 / (100.0 * n)
+        c.on_complete(now, n, 1, n / 100.0)
+        # A reading per completion: each configuration's measurement has fresh ones.
+        c.on_pressure(now, io_full=0.5)
+        if c.status()["psi"] > 0:
+            break
+    status = c.status()
+    assert status["psi"] > 0, status
+    trace = c.drain_trace()
+    assert all(isinstance(t["psi"], bool) for t in trace)
+    revoked = [t for t in trace if t["psi"]]
+    assert revoked and all(
+        t["from"] == "add" and t["target_to"] < t["target_from"] for t in revoked
+    ), trace
+
+
+@pytest.mark.skipif(not HAS_PSI, reason="this kernel has no /proc/pressure")
+def test_executor_with_psi_reads_the_machines_pressure():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PSI is there: no "PSI is off" warning
+        ex = tact.AdaptiveExecutor(4, n_init=2, psi=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while ex.status()["pressure"] is None:
+            assert time.monotonic() < deadline, ex.status()
+            assert ex.submit(abs, -3).result(timeout=TIMEOUT) == 3
+            time.sleep(0.05)
+    finally:
+        ex.shutdown(wait=True)
+    pressure = ex.status()["pressure"]
+    assert set(pressure) == {"memory_some", "memory_full", "io_full"}
+    assert all(0.0 <= v <= 1.0 for v in pressure.values()), pressure
+    # A spec turns it on too, as for `tact tune`.
+    assert tact.Controller("tcc:psi=1", n_max=8).psi
+    assert not tact.Controller("tcc", n_max=8).psi
+
+
+@pytest.mark.skipif(not HAS_PSI, reason="this kernel has no /proc/pressure")
+def test_semaphore_with_psi_reads_the_machines_pressure():
+    async def main() -> dict:
+        sem = tact.AdaptiveSemaphore(8, n_init=2, psi=True)
+
+        async def task() -> None:
+            async with sem:
+                await asyncio.sleep(0.005)
+
+        deadline = time.monotonic() + TIMEOUT
+        while sem.status()["pressure"] is None:
+            assert time.monotonic() < deadline, sem.status()
+            await asyncio.gather(*(task() for _ in range(8)))
+        return sem.status()
+
+    status = asyncio.run(main())
+    assert set(status["pressure"]) == {"memory_some", "memory_full", "io_full"}

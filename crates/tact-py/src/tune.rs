@@ -3,22 +3,29 @@
 //! `tact.AdaptiveSemaphore` and `tact.dask.AdaptiveSubmitter` drive it; it can also be driven by
 //! hand, with times on the caller's monotonic clock. `tact._tact.Bottleneck` is the meter those
 //! pools read for TCC's bottleneck hint when given a source as a string (`docs/tune.md`, "The
-//! bottleneck hint").
+//! bottleneck hint"). With TCC's `psi` on, the controller also reads the machine's pressure stall
+//! information for those pools (`Controller.read_pressure`, `docs/tune.md` "PSI as a saturation
+//! hint"), through the same function as `tact tune` and tact-lib's pools.
 //!
 //! Every call into the controller releases the GIL: TCC's decisions sort samples and run
 //! sequential tests, and the pool's worker threads should go on meanwhile. So does a meter's
 //! reading, which reads files under `/proc` or `/sys`.
 
+use std::ffi::CString;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeWarning, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tact_core::tune::{policy_from_spec, Event, Load, Policy, Status, Tcc, Transition, TuneParams};
+use tact_core::tune::{
+    policy_from_spec, tcc_params_from_spec, Event, Load, Policy, Pressure, Status, Tcc, Transition,
+    TuneParams,
+};
 use tact_linux::probe::bottleneck::{self as probe, BottleneckSpec, FORMS};
+use tact_linux::probe::psi::{PsiReader, PSI_PERIOD};
 
 use crate::settings;
 
@@ -61,11 +68,22 @@ impl Engine {
 ///     p=0.25, q=0.14, w=0.39, n_star=10, dwell="5s"); durations as seconds, strings ("500ms")
 ///     or timedeltas.
 ///
+/// With psi=True (TCC), the controller reads the machine's /proc/pressure for
+/// `read_pressure()`; a kernel without PSI turns it off with a RuntimeWarning.
+///
 /// Raises ValueError on an unknown policy or parameter, or parameters that break TCC's
 /// friendliness conditions (the message names the condition and the nearest valid values).
 #[pyclass(frozen, module = "tact._tact")]
 pub(crate) struct Controller {
     engine: Mutex<Engine>,
+    /// Where TCC's `psi` reads PSI, and when it last did; None when `psi` is off or PSI could
+    /// not be read. A lock of its own: a reading must not hold up the engine.
+    psi: Mutex<Option<Psi>>,
+}
+
+struct Psi {
+    reader: PsiReader,
+    read: Option<Instant>,
 }
 
 #[pymethods]
@@ -73,6 +91,7 @@ impl Controller {
     #[new]
     #[pyo3(signature = (policy = "tcc", *, n_init = None, n_max = 64, **params))]
     fn new(
+        py: Python<'_>,
         policy: &str,
         n_init: Option<usize>,
         n_max: usize,
@@ -83,8 +102,23 @@ impl Controller {
         }
         let n_init = n_init.unwrap_or_else(|| online_cpus().min(n_max));
         let engine = build(policy, n_init, n_max, params)?;
+        // A spec such as "tcc:psi=1" gives an opaque policy: its parameters say whether it
+        // takes PSI, as for `tact tune`.
+        let wants_psi = match &engine {
+            Engine::Tcc(tcc) => tcc.params().psi,
+            Engine::Other { spec, .. } => tcc_params_from_spec(spec, n_init, n_max)
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.psi),
+        };
+        let psi = if wants_psi {
+            open_psi(py, PsiReader::new())?
+        } else {
+            None
+        };
         Ok(Controller {
             engine: Mutex::new(engine),
+            psi: Mutex::new(psi),
         })
     }
 
@@ -155,6 +189,78 @@ impl Controller {
         Ok(py.detach(|| self.lock().policy().on_hint(at, utilization)))
     }
 
+    /// Pressure stall readings for TCC's PSI rules (psi=True): fractions of the last ten seconds
+    /// in [0, 1] during which some task waited for memory (memory_some), or every task waited for
+    /// memory (memory_full) or I/O (io_full). Readings above psi_full (memory or io full) revoke
+    /// the add step being measured; memory_some above psi_some ends a steady state early.
+    /// Baselines, and TCC with psi off, ignore them. Returns the new target if it changed.
+    #[pyo3(signature = (now, *, memory_some = 0.0, memory_full = 0.0, io_full = 0.0))]
+    fn on_pressure(
+        &self,
+        py: Python<'_>,
+        now: f64,
+        memory_some: f64,
+        memory_full: f64,
+        io_full: f64,
+    ) -> PyResult<Option<usize>> {
+        let at = seconds("now", now)?;
+        for (name, v) in [
+            ("memory_some", memory_some),
+            ("memory_full", memory_full),
+            ("io_full", io_full),
+        ] {
+            if !v.is_finite() {
+                return Err(PyValueError::new_err(format!(
+                    "{name} = {v}: must be a finite number (a fraction in [0, 1])"
+                )));
+            }
+        }
+        let p = Pressure {
+            memory_some,
+            memory_full,
+            io_full,
+        };
+        Ok(py.detach(|| self.lock().policy().on_pressure(at, p)))
+    }
+
+    /// The machine's pressure stall readings (the avg10 figures of /proc/pressure's memory
+    /// `some` and `full` and io `full`, as fractions; keyword arguments of `on_pressure`) when
+    /// the controller is TCC with psi=True and a reading is due (at most one a second); None
+    /// otherwise. It reads files: pools call it outside their locks. A reading that fails turns
+    /// PSI off with one RuntimeWarning.
+    fn read_pressure<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        // The lock is taken and released without the GIL: a thread holding it must never wait
+        // for the GIL while another holds the GIL and waits for it.
+        let reading = py.detach(|| {
+            let mut psi = self.psi.lock().unwrap_or_else(PoisonError::into_inner);
+            let meter = psi.as_mut()?;
+            let now = Instant::now();
+            if meter.read.is_some_and(|r| now - r < PSI_PERIOD) {
+                return None;
+            }
+            meter.read = Some(now);
+            let reading = meter.reader.tcc_pressure();
+            if reading.is_err() {
+                *psi = None;
+            }
+            Some(reading)
+        });
+        match reading {
+            None => Ok(None),
+            Some(Ok(p)) => pressure(py, &p).map(Some),
+            Some(Err(e)) => psi_off(py, &e).map(|()| None),
+        }
+    }
+
+    /// Whether `read_pressure` reads PSI: psi=True, and the files could be read so far.
+    #[getter]
+    fn psi(&self) -> bool {
+        self.psi
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
     /// The number of tasks the pool should run now.
     #[getter]
     fn target(&self) -> usize {
@@ -163,7 +269,8 @@ impl Controller {
 
     /// A snapshot of the controller (tact.ControllerStatus): for TCC its state, cycle, batch
     /// size, samples and batches being measured, throughput, the cycle's best, busy seconds and
-    /// counters; for other policies only "policy" and "target".
+    /// counters, the latest PSI reading and the steps it decided; for other policies only "policy"
+    /// and "target".
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         match &*self.lock() {
@@ -195,6 +302,33 @@ impl Controller {
         // A panic inside a policy would be a bug there; its state is still the best we have.
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The PSI reader when its files read now; otherwise one warning and none: the pool runs by
+/// throughput alone.
+fn open_psi(py: Python<'_>, reader: PsiReader) -> PyResult<Option<Psi>> {
+    match py.detach(|| reader.tcc_pressure()) {
+        Ok(_) => Ok(Some(Psi { reader, read: None })),
+        Err(e) => psi_off(py, &e).map(|()| None),
+    }
+}
+
+/// Says that PSI is off for this controller (a RuntimeWarning; an error when warnings are
+/// turned into errors).
+fn psi_off(py: Python<'_>, e: &tact_linux::Error) -> PyResult<()> {
+    let msg = format!(
+        "tact: psi=True: cannot read PSI ({e}); PSI is off, TCC judges by throughput alone"
+    );
+    let msg = CString::new(msg).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &msg, 1)
+}
+
+fn pressure<'py>(py: Python<'py>, p: &Pressure) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("memory_some", p.memory_some)?;
+    d.set_item("memory_full", p.memory_full)?;
+    d.set_item("io_full", p.io_full)?;
+    Ok(d)
 }
 
 /// The one place a policy name becomes a controller.
@@ -331,6 +465,13 @@ fn status(d: &Bound<'_, PyDict>, s: &Status) -> PyResult<()> {
     d.set_item("trace_dropped", s.trace_dropped)?;
     d.set_item("utilization", s.utilization)?;
     d.set_item("hinted", s.hinted)?;
+    let p = s
+        .pressure
+        .as_ref()
+        .map(|p| pressure(d.py(), p))
+        .transpose()?;
+    d.set_item("pressure", p)?;
+    d.set_item("psi", s.psi)?;
     Ok(())
 }
 
@@ -348,6 +489,7 @@ fn transition<'py>(py: Python<'py>, t: &Transition) -> PyResult<Bound<'py, PyDic
     d.set_item("batches", t.batches)?;
     d.set_item("forced", t.forced)?;
     d.set_item("hinted", t.hinted)?;
+    d.set_item("psi", t.psi)?;
     Ok(d)
 }
 

@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use tact_core::tune::{Event, Policy, Status, Tcc, Transition};
 
+use super::hint::Tick;
+
 /// How many target changes a host keeps for [`Pool::targets`](super::Pool::targets); older ones
 /// are dropped first. Baselines such as AIMD move the target on most completions, so an
 /// unbounded record would grow with the run.
@@ -23,6 +25,11 @@ impl Engine {
             Engine::Tcc(tcc) => tcc.as_mut(),
             Engine::Other(policy) => policy.as_mut(),
         }
+    }
+
+    /// Whether the controller takes pressure readings: TCC with `TuneParams::psi` on.
+    pub fn wants_psi(&self) -> bool {
+        matches!(self, Engine::Tcc(tcc) if tcc.params().psi)
     }
 }
 
@@ -73,10 +80,21 @@ impl Controller {
         self.answer(asked, event.at())
     }
 
-    /// Reports the bottleneck's utilization ([`Policy::on_hint`]); true when the target changed.
-    pub fn hint(&mut self, at: Duration, utilization: f64) -> bool {
-        let asked = self.engine.policy().on_hint(at, utilization);
-        self.answer(asked, at)
+    /// Time passed: the bottleneck's utilization ([`Policy::on_hint`]) when the tick read one,
+    /// else a plain [`Event::Tick`], then the pressure readings ([`Policy::on_pressure`]) when it
+    /// read them. True when the target changed.
+    pub fn tick(&mut self, tick: &Tick) -> bool {
+        let at = tick.at;
+        let asked = match tick.utilization {
+            Some(u) => self.engine.policy().on_hint(at, u),
+            None => self.engine.policy().on_event(Event::Tick { at }),
+        };
+        let mut changed = self.answer(asked, at);
+        if let Some(p) = tick.pressure {
+            let asked = self.engine.policy().on_pressure(at, p);
+            changed |= self.answer(asked, at);
+        }
+        changed
     }
 
     fn answer(&mut self, asked: Option<usize>, at: Duration) -> bool {

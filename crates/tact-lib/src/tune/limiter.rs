@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use tact_core::tune::{Event, Load, Policy, Status, Tcc, Transition, TuneParams};
+use tact_linux::probe::psi::PsiReader;
 
 use super::controller::{Controller, Engine};
 use super::hint::{self, Hint};
@@ -27,9 +28,10 @@ use super::pool::{default_tcc, DEFAULT_TICK};
 /// waiting, the last stops waiting without a permit, or a failed permit frees a slot nobody
 /// takes, and `Tick` every 100 ms (the builder's `tick`) from a thread that ends once the last
 /// clone of the limiter is gone; with a [`bottleneck`](LimiterBuilder::bottleneck) source that
-/// thread also reads it and reports the readings as hints. `queued` is the number of waiters. A raised limit grants waiters at once; a lowered
-/// one takes effect as permits are released (nobody loses a permit). The limit is at least 1;
-/// there is no upper bound beyond the policy's own.
+/// thread also reads it and reports the readings as hints, and with TCC's `psi` on it reads PSI
+/// ([`psi_reader`](LimiterBuilder::psi_reader)). `queued` is the number of waiters. A raised
+/// limit grants waiters at once; a lowered one takes effect as permits are released (nobody
+/// loses a permit). The limit is at least 1; there is no upper bound beyond the policy's own.
 #[derive(Clone)]
 pub struct Limiter {
     inner: Arc<Inner>,
@@ -101,9 +103,9 @@ impl State {
         self.follow(changed, wakers);
     }
 
-    /// Reports the bottleneck's utilization, then follows a new limit as `feed` does.
-    fn hint(&mut self, at: Duration, utilization: f64, wakers: &mut Vec<Waker>) {
-        let changed = self.controller.hint(at, utilization);
+    /// Reports a tick with its readings, then follows a new limit as `feed` does.
+    fn tick(&mut self, tick: &hint::Tick, wakers: &mut Vec<Waker>) {
+        let changed = self.controller.tick(tick);
         self.follow(changed, wakers);
     }
 
@@ -180,6 +182,7 @@ pub struct LimiterBuilder {
     engine: Option<Engine>,
     tick: Duration,
     bottleneck: Option<hint::Source>,
+    psi: Option<PsiReader>,
 }
 
 impl LimiterBuilder {
@@ -212,10 +215,20 @@ impl LimiterBuilder {
         self
     }
 
+    /// Where the limiter reads pressure stall information when its controller is TCC with
+    /// `TuneParams::psi` on, as [`PoolBuilder::psi_reader`](super::PoolBuilder::psi_reader)
+    /// (default the machine's `/proc/pressure`; unreadable files turn PSI off with one warning).
+    /// Needs ticks.
+    pub fn psi_reader(mut self, reader: PsiReader) -> Self {
+        self.psi = Some(reader);
+        self
+    }
+
     pub fn build(self) -> Limiter {
         let engine = self
             .engine
             .unwrap_or_else(|| default_tcc(TuneParams::default().n_max));
+        let mut hint = Hint::new(self.bottleneck, self.psi, &engine);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 controller: Controller::new(engine, usize::MAX),
@@ -225,10 +238,10 @@ impl LimiterBuilder {
         });
         if !self.tick.is_zero() {
             let weak = Arc::downgrade(&inner);
-            let (every, hint) = (self.tick, self.bottleneck.map(Hint::new));
+            let every = self.tick;
             thread::Builder::new()
                 .name("tact-limiter-tick".to_owned())
-                .spawn(move || tick_loop(&weak, every, hint))
+                .spawn(move || tick_loop(&weak, every, &mut hint))
                 .expect("spawning the limiter's ticker thread");
         }
         Limiter { inner }
@@ -246,6 +259,7 @@ impl Limiter {
             engine: None,
             tick: DEFAULT_TICK,
             bottleneck: None,
+            psi: None,
         }
     }
 
@@ -323,7 +337,7 @@ impl Limiter {
     }
 }
 
-fn tick_loop(limiter: &Weak<Inner>, every: Duration, mut hint: Option<Hint>) {
+fn tick_loop(limiter: &Weak<Inner>, every: Duration, hint: &mut Hint) {
     loop {
         thread::sleep(every);
         let Some(inner) = limiter.upgrade() else {
@@ -332,17 +346,8 @@ fn tick_loop(limiter: &Weak<Inner>, every: Duration, mut hint: Option<Hint>) {
         let mut wakers = Vec::new();
         let st = inner.lock();
         let now = st.controller.now();
-        let (mut st, tick) = hint::tick(
-            st,
-            now,
-            hint.as_mut(),
-            || inner.lock(),
-            |st| st.controller.now(),
-        );
-        match tick.utilization {
-            Some(u) => st.hint(tick.at, u, &mut wakers),
-            None => st.feed(Event::Tick { at: tick.at }, &mut wakers),
-        }
+        let (mut st, tick) = hint::tick(st, now, hint, || inner.lock(), |st| st.controller.now());
+        st.tick(&tick, &mut wakers);
         drop(st);
         wake_all(wakers);
     }

@@ -21,6 +21,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use tact_core::tune::{Event, Load, Policy, Status, Tcc, Transition, TuneParams};
+use tact_linux::probe::psi::PsiReader;
 
 use super::controller::{Controller, Engine};
 use super::hint::{self, Hint};
@@ -125,6 +126,7 @@ pub struct PoolBuilder {
     tick: Duration,
     name: String,
     bottleneck: Option<hint::Source>,
+    psi: Option<PsiReader>,
 }
 
 impl PoolBuilder {
@@ -173,6 +175,19 @@ impl PoolBuilder {
         self
     }
 
+    /// Where the pool reads pressure stall information when its controller is TCC with
+    /// `TuneParams::psi` on (default [`PsiReader::new`], the machine's `/proc/pressure`; e.g.
+    /// [`PsiReader::cgroup`] for the cgroup the pool's work saturates). The ticker thread reads
+    /// it, outside the pool's lock, at most every
+    /// [`PSI_PERIOD`](tact_linux::probe::psi::PSI_PERIOD) and passes it to
+    /// [`Policy::on_pressure`] (`docs/tune.md`, "PSI as a saturation hint"). Files that cannot be
+    /// read, at the start or later, turn PSI off with one warning (`tracing`): the pool then runs
+    /// by throughput alone. Needs ticks.
+    pub fn psi_reader(mut self, reader: PsiReader) -> Self {
+        self.psi = Some(reader);
+        self
+    }
+
     /// The prefix of the worker threads' names (default `tact-pool`).
     pub fn name(mut self, name: &str) -> Self {
         self.name = name.to_owned();
@@ -182,6 +197,7 @@ impl PoolBuilder {
     pub fn build(self) -> Pool {
         let max = self.max_workers;
         let engine = self.engine.unwrap_or_else(|| default_tcc(max));
+        let mut hint = Hint::new(self.bottleneck, self.psi, &engine);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 controller: Controller::new(engine, max),
@@ -204,13 +220,12 @@ impl PoolBuilder {
             ticker: Condvar::new(),
             name: self.name,
         });
-        let hint = self.bottleneck.map(Hint::new);
         let ticker = (!self.tick.is_zero()).then(|| {
             let inner = Arc::clone(&inner);
             let every = self.tick;
             thread::Builder::new()
                 .name(format!("{}-tick", inner.name))
-                .spawn(move || tick_loop(&inner, every, hint))
+                .spawn(move || tick_loop(&inner, every, &mut hint))
                 .expect("spawning the pool's ticker thread")
         });
         Pool { inner, ticker }
@@ -346,9 +361,9 @@ impl State {
         self.follow(inner, changed);
     }
 
-    /// Reports the bottleneck's utilization, then follows a new target as `feed` does.
-    fn hint(&mut self, inner: &Arc<Inner>, at: Duration, utilization: f64) {
-        let changed = self.controller.hint(at, utilization);
+    /// Reports a tick with its readings, then follows a new target as `feed` does.
+    fn tick(&mut self, inner: &Arc<Inner>, tick: &hint::Tick) {
+        let changed = self.controller.tick(tick);
         self.follow(inner, changed);
     }
 
@@ -391,6 +406,7 @@ impl Pool {
             tick: DEFAULT_TICK,
             name: "tact-pool".to_owned(),
             bottleneck: None,
+            psi: None,
         }
     }
 
@@ -571,24 +587,15 @@ fn work(inner: &Arc<Inner>, id: usize) {
     }
 }
 
-fn tick_loop(inner: &Arc<Inner>, every: Duration, mut hint: Option<Hint>) {
+fn tick_loop(inner: &Arc<Inner>, every: Duration, hint: &mut Hint) {
     let mut st = inner.lock();
     let mut due = st.controller.now() + every;
     while !st.exit {
         let now = st.controller.now();
         if now >= due {
             let tick;
-            (st, tick) = hint::tick(
-                st,
-                now,
-                hint.as_mut(),
-                || inner.lock(),
-                |st| st.controller.now(),
-            );
-            match tick.utilization {
-                Some(u) => st.hint(inner, tick.at, u),
-                None => st.feed(inner, Event::Tick { at: tick.at }),
-            }
+            (st, tick) = hint::tick(st, now, hint, || inner.lock(), |st| st.controller.now());
+            st.tick(inner, &tick);
             // From now, not from the missed due time: a late ticker does not fire in bursts.
             due = now + every;
         } else {

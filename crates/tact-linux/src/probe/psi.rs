@@ -1,16 +1,21 @@
 //! Pressure stall information (`/proc/pressure/{cpu,io,memory}`, spec 5.5): how much of the time
 //! some task waited for a resource. tact uses it to tell whether a calibration ran on a quiet
 //! machine, in which case the calibrated target can be trusted without a probation, and, while a
-//! job is stopped, whether the rest of the machine is still busy (`StallMeter`).
+//! job is stopped, whether the rest of the machine is still busy (`StallMeter`); TCC's hosts read
+//! it as a saturation hint ([`PsiReader::tcc_pressure`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
 /// The resources PSI reports on.
 pub const RESOURCES: [&str; 3] = ["cpu", "io", "memory"];
+
+/// How often TCC's hosts read [`PsiReader::tcc_pressure`]: its avg10 figures are 10 s averages
+/// the kernel updates every 2 s, so reading them more often only repeats them.
+pub const PSI_PERIOD: Duration = Duration::from_secs(1);
 
 /// One line (`some` or `full`) of a pressure file.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,6 +92,19 @@ impl PsiReader {
             }
         }
         Some(quiet)
+    }
+
+    /// What TCC's PSI rules take (`docs/tune.md`, "PSI as a saturation hint"): the avg10 figures
+    /// of memory `some` and `full` and io `full`, as fractions. The one reading `tact tune` and
+    /// the library's pools share. Fails, naming the file, on a kernel without PSI or booted with
+    /// psi=0 (whose files refuse reads).
+    pub fn tcc_pressure(&self) -> Result<tact_core::tune::Pressure> {
+        let frac = |p: Pressure| p.avg10 / 100.0;
+        Ok(tact_core::tune::Pressure {
+            memory_some: frac(self.some("memory")?),
+            memory_full: frac(self.full("memory")?),
+            io_full: frac(self.full("io")?),
+        })
     }
 
     fn path(&self, resource: &str) -> PathBuf {
@@ -214,6 +232,29 @@ mod tests {
         assert_eq!(PsiReader::with_root(busy_io.path()).quiet(5.0), Some(false));
         let none = tempfile::tempdir().unwrap();
         assert_eq!(PsiReader::with_root(none.path()).quiet(5.0), None);
+    }
+
+    #[test]
+    fn tcc_pressure_is_the_avg10_figures_as_fractions() {
+        let line = |kind: &str, avg10: &str| {
+            format!("{kind} avg10={avg10} avg60=0.00 avg300=0.00 total=1\n")
+        };
+        let dir = fixture(
+            CALM,
+            &(line("some", "40.00") + &line("full", "6.25")),
+            &(line("some", "12.50") + &line("full", "3.00")),
+        );
+        let p = PsiReader::with_root(dir.path()).tcc_pressure().unwrap();
+        assert_eq!(
+            (p.memory_some, p.memory_full, p.io_full),
+            (0.125, 0.03, 0.0625)
+        );
+        let none = tempfile::tempdir().unwrap();
+        let e = PsiReader::with_root(none.path())
+            .tcc_pressure()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("memory"), "{e}");
     }
 
     #[test]
