@@ -1,12 +1,12 @@
 //! The two readings of CLOCK_MONOTONIC the library uses.
 //!
-//! The supervisor keeps time as a `Duration` since boot ([`now`]); that is also the regulator's
+//! The supervisor keeps time as a `Duration` since boot (`now`); that is also the regulator's
 //! origin. The fast path compares a due time with [`coarse_ns`] when the testpoint period is long
 //! enough: the vDSO answers it from the last timer tick without reading the hardware clock, in a
 //! few nanoseconds (against about 20 for the precise clock, and a system call on virtual machines
 //! whose clock source has no vDSO support). The coarse clock lags the precise one by at most one
 //! tick (1–10 ms) and never runs ahead of it, so a due testpoint is noticed at most a tick late
-//! and never early; [`coarse_enough`] says whether that lateness is negligible for a period.
+//! and never early; `coarse_enough` says whether that lateness is negligible for a period.
 //! Bindings that keep their own fast path (tact-py batches calls under the GIL) read the same
 //! clocks.
 

@@ -4,7 +4,7 @@
 //!
 //! A testpoint that may block releases the GIL, so the program's other threads (unregulated, or
 //! regulated and holding the run token) go on meanwhile; one that cannot block keeps it and costs
-//! little more than a Python call (see [`batch`]).
+//! little more than a Python call (see the `batch` module).
 
 mod batch;
 mod convert;

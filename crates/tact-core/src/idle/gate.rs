@@ -131,7 +131,7 @@ impl GateParams {
     }
 }
 
-/// The event counters X[s][e] of T§7.2.2: one count per (state, event) pair seen.
+/// The event counters X\[s\]\[e\] of T§7.2.2: one count per (state, event) pair seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Counters {
     /// Indexed `[State as usize][Event as usize]` in the order of [`State::ALL`], [`Event::ALL`].
@@ -143,32 +143,32 @@ impl Counters {
         self.x[s.index()][e.index()]
     }
 
-    /// B[f]: fg requests that found bg in service and paid a preemption.
+    /// B\[f\]: fg requests that found bg in service and paid a preemption.
     pub fn preempted(&self) -> u64 {
         self.get(State::Bg, Event::Fg)
     }
 
-    /// P[f]: fg requests a PI shielded (they found the resource idle because bg was held).
+    /// P\[f\]: fg requests a PI shielded (they found the resource idle because bg was held).
     pub fn shielded(&self) -> u64 {
         self.get(State::Pi, Event::Fg)
     }
 
-    /// I[f]: fg requests that found the resource idle with no PI running.
+    /// I\[f\]: fg requests that found the resource idle with no PI running.
     pub fn found_idle(&self) -> u64 {
         self.get(State::Idle, Event::Fg)
     }
 
-    /// P[t]: expired PIs, i.e. bg opportunities.
+    /// P\[t\]: expired PIs, i.e. bg opportunities.
     pub fn expired_pis(&self) -> u64 {
         self.get(State::Pi, Event::Timer)
     }
 
-    /// Σ_s X[s][f]: every fg request seen.
+    /// Σ_s X\[s\]\[f\]: every fg request seen.
     pub fn fg_total(&self) -> u64 {
         State::ALL.iter().map(|&s| self.get(s, Event::Fg)).sum()
     }
 
-    /// The harm ratio h = B[f] / Σ_s X[s][f] (0 before any fg).
+    /// The harm ratio h = B\[f\] / Σ_s X\[s\]\[f\] (0 before any fg).
     pub fn harm(&self) -> f64 {
         match self.fg_total() {
             0 => 0.0,

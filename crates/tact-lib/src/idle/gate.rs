@@ -107,7 +107,7 @@ pub struct Status {
     pub pi_left: Option<Duration>,
     /// Whether a background request is outstanding.
     pub outstanding: bool,
-    /// The gate's event counters X[s][e] (see [`Counters`]).
+    /// The gate's event counters X\[s\]\[e\] (see [`Counters`]).
     pub counters: Counters,
     /// Requests admitted.
     pub acquired: u64,

@@ -221,7 +221,7 @@ pub struct Shared {
 }
 
 /// Exact two-class MVA over delay and single-server stations, for populations up to
-/// (n_max[0], n_max[1]).
+/// (`n_max[0]`, `n_max[1]`).
 #[derive(Debug, Clone)]
 pub struct TwoClass {
     stations: Vec<Shared>,
