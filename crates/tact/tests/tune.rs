@@ -291,6 +291,24 @@ fn sigterm_to_tact_reaches_the_command() {
     assert!(dir.path().join("got").exists());
 }
 
+/// TCC deciding on a few completions, so that a run of a few seconds reaches Steady.
+const QUICK_TCC: &str = "tcc:n_star=3,batch_min=1,dwell=300ms,max_dwell=300ms";
+
+/// Each `(args, code, says)`: `tact tune ARGS` exits with `code`, says `says` on stderr (in one
+/// line when tact itself refuses, code 125), and never runs its command (`touch ran`).
+fn assert_refused(dir: &Path, cases: &[(&[&str], i32, &str)]) {
+    for &(args, code, says) in cases {
+        let out = tune(dir, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dir.join("ran").exists(), "{args:?} ran the command");
+        if code == 125 {
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+}
+
 #[test]
 fn bad_input_gets_a_one_line_error_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -318,16 +336,7 @@ fn bad_input_gets_a_one_line_error_and_runs_nothing() {
             "unknown policy",
         ),
     ];
-    for (args, code, says) in cases {
-        let out = tune(dir.path(), args);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-        assert!(err.contains(says), "{args:?}: {err}");
-        assert!(!dir.path().join("ran").exists(), "{args:?} ran the command");
-        if code == 125 {
-            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        }
-    }
+    assert_refused(dir.path(), &cases);
 }
 
 #[test]
@@ -643,9 +652,7 @@ fn xargs_comes_down_to_the_target_too() {
 fn a_policy_that_moves_reaches_xargs() {
     let dir = tempfile::tempdir().unwrap();
     xargs_input(dir.path(), 150);
-    // TCC deciding on a few completions: from 1 it must try 2 (slow start doubles), whatever it
-    // then judges.
-    let tcc = "tcc:n_star=3,batch_min=1,dwell=300ms,max_dwell=300ms";
+    // From 1 TCC must try 2 (slow start doubles), whatever it then judges.
     let t = spawn_tune(
         dir.path(),
         &[
@@ -654,7 +661,7 @@ fn a_policy_that_moves_reaches_xargs() {
             "--max",
             "4",
             "--policy",
-            tcc,
+            QUICK_TCC,
             "--json-log",
             "tune.jsonl",
             "--signals",
@@ -769,20 +776,8 @@ fn signals_without_a_starting_count_are_refused() {
             "--signals-start",
         ),
     ];
-    for (args, code, says) in cases {
-        let out = tune(dir.path(), args);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
-        assert!(err.contains(says), "{args:?}: {err}");
-        assert!(!dir.path().join("ran").exists(), "{args:?} ran the command");
-        if code == 125 {
-            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        }
-    }
+    assert_refused(dir.path(), &cases);
 }
-
-/// TCC deciding on a few completions, so that a run of a few seconds reaches Steady.
-const QUICK_TCC: &str = "tcc:n_star=3,batch_min=1,dwell=300ms,max_dwell=300ms";
 
 /// `tact tune --key KEY` with its state under `state` (XDG_STATE_HOME), on xargs running 300
 /// commands of 30 ms from 1 at once, at most 4.
