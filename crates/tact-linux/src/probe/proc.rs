@@ -272,20 +272,7 @@ impl ProcReader {
         if !states.contains(&'D') || states.iter().any(stopped) {
             return Ok(true);
         }
-        Ok(self.shared_pending(pid)? & (1 << (libc::SIGSTOP - 1)) != 0)
-    }
-
-    /// The process-wide pending signal mask (`ShdPnd:` in `/proc/PID/status`, bit N-1 for N).
-    fn shared_pending(&self, pid: i32) -> Result<u64> {
-        let path = self.root.join(pid.to_string()).join("status");
-        let text = read_proc_file(&path, pid)?;
-        for (i, line) in text.lines().enumerate() {
-            if let Some(mask) = line.strip_prefix("ShdPnd:") {
-                return u64::from_str_radix(mask.trim(), 16)
-                    .map_err(|_| Error::parse(&path, i + 1, "malformed ShdPnd line"));
-            }
-        }
-        Err(Error::parse(&path, text.lines().count(), "no ShdPnd line"))
+        Ok(self.signal_masks(pid)?.shared_pending & (1 << (libc::SIGSTOP - 1)) != 0)
     }
 
     /// The signal masks of `/proc/PID/status` that tell whether a signal sent to the process
@@ -642,7 +629,9 @@ mod tests {
     #[test]
     fn stop_settled_counts_blocked_threads_with_a_stop_on_the_way() {
         let f = Fixture::new();
-        let status = |pending: &str| format!("Name:\tx\nShdPnd:\t{pending}\nUid:\t0\n");
+        let status = |pending: &str| {
+            format!("Name:\tx\nSigPnd:\t0\nShdPnd:\t{pending}\nSigCgt:\t0\nUid:\t0\n")
+        };
         f.process(3, "stopped", 'T', 1, 1);
         f.process(4, "running", 'R', 1, 1);
         f.process(5, "vfork parent, stop pending", 'D', 1, 1);
