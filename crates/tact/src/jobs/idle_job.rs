@@ -20,8 +20,8 @@ use tact_linux::state::StateDir;
 use tact_linux::timer::Ticker;
 use tact_linux::{Guard, JobTree, ProcId, ProcReader};
 use tact_proto::{
-    ClassReport, GateReport, GateState, IdleCpu, IdleReport, NetKernelReport,
-    OwnTraffic as OwnTrafficReport, Report, ReportState, MAX_WHY,
+    ClassReport, GateReport, GateState, IdleCpu, IdleReport, NetKernelReport, Report, ReportState,
+    MAX_WHY,
 };
 
 use super::events::{Event, Events};
@@ -178,11 +178,7 @@ impl Watched {
             }),
             // As it is now: the job may have moved to a namespace of its own since the start.
             own_traffic: match &self.watch {
-                Watch::Net(n) => Some(match n.own() {
-                    OwnTraffic::Namespace(_) => OwnTrafficReport::Namespace,
-                    OwnTraffic::TcpSockets => OwnTrafficReport::TcpSockets,
-                    OwnTraffic::Unknown => OwnTrafficReport::Unknown,
-                }),
+                Watch::Net(n) => Some(n.own().report()),
                 Watch::Disk(_) => None,
             },
         }

@@ -287,13 +287,18 @@ pub enum OwnTraffic {
 }
 
 impl OwnTraffic {
-    /// The name the log's `start` and `netns` objects give it.
-    pub fn name(self) -> &'static str {
+    /// The source as the daemon's gate report carries it.
+    pub fn report(self) -> tact_proto::OwnTraffic {
         match self {
-            OwnTraffic::Namespace(_) => "namespace",
-            OwnTraffic::TcpSockets => "tcp_sockets",
-            OwnTraffic::Unknown => "none",
+            OwnTraffic::Namespace(_) => tact_proto::OwnTraffic::Namespace,
+            OwnTraffic::TcpSockets => tact_proto::OwnTraffic::TcpSockets,
+            OwnTraffic::Unknown => tact_proto::OwnTraffic::Unknown,
         }
+    }
+
+    /// The name the log's `start` and `netns` objects give it: the report's.
+    pub fn name(self) -> &'static str {
+        self.report().as_str()
     }
 
     /// What it means for the gate, for stderr.
