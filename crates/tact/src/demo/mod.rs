@@ -12,6 +12,7 @@ mod work;
 
 use std::fs::{self, File};
 use std::io::{IsTerminal, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -356,6 +357,27 @@ fn wait_fg(
 /// write-back does not disturb the measurements; it stays in the page cache.
 fn write_input(path: &Path) -> Result<()> {
     let mut f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    // Claim the space before writing, so that a full filesystem is reported at once, with what it
+    // has free and the way out, rather than as a bare "No space left on device" halfway through.
+    if let Err(nix::errno::Errno::ENOSPC) =
+        nix::fcntl::posix_fallocate(f.as_raw_fd(), 0, work::BG_FILE_SIZE as libc::off_t)
+    {
+        let dir = path.parent().unwrap_or(path);
+        let free = nix::sys::statvfs::statvfs(dir)
+            .map(|s| {
+                format!(
+                    "{} MiB free",
+                    (s.blocks_available() * s.fragment_size()) >> 20
+                )
+            })
+            .unwrap_or_else(|_| "free space unknown".into());
+        bail!(
+            "{} has no room for the background job's {} MiB input file ({free}); \
+             pass --dir DIR on a filesystem with room",
+            dir.display(),
+            work::BG_FILE_SIZE >> 20
+        );
+    }
     let mut buf = vec![0u8; 1 << 20];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     for _ in 0..(work::BG_FILE_SIZE >> 20) {
