@@ -39,14 +39,20 @@ impl Pty {
     }
 
     /// Makes `command` a session leader on the slave (its stdin), so that its process group is
-    /// the terminal's foreground group.
+    /// the terminal's foreground group, with SIGINT and SIGQUIT at their defaults as a terminal's
+    /// shell leaves them. A test run from a script's `cmd &` inherits them ignored, and a `trap`
+    /// of an ignored-on-entry signal is a no-op in sh, so the job's own handlers would never run.
     pub fn controlling(&self, command: &mut Command) {
         use std::os::unix::process::CommandExt;
         command.stdin(Stdio::from(self.slave.try_clone().unwrap()));
-        // SAFETY: setsid and ioctl are async-signal-safe; stdin is the slave by now.
+        // SAFETY: setsid, ioctl and signal are async-signal-safe; stdin is the slave by now.
         unsafe {
             command.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                if libc::setsid() < 0
+                    || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0
+                    || libc::signal(libc::SIGINT, libc::SIG_DFL) == libc::SIG_ERR
+                    || libc::signal(libc::SIGQUIT, libc::SIG_DFL) == libc::SIG_ERR
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
