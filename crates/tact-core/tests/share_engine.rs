@@ -31,6 +31,27 @@ fn arrive(id: u64, share: u64) -> Event {
     }
 }
 
+/// A two-thread principal's reading: each member's CPU time.
+fn members(cpu_ns: &[(u64, u64)]) -> Reading {
+    Reading {
+        cpu_ns: cpu_ns.to_vec(),
+        blocked: false,
+        threads: 2,
+        cpus: 0,
+    }
+}
+
+/// Principal 1, whose members 10 and 11 have used `start` so far, and the single entity 2, each
+/// of `share`, join.
+fn principal_and_one(a: &mut Alps, share: u64, start: [u64; 2]) {
+    let principal = Event::Arrive {
+        id: 1,
+        share,
+        baseline: members(&[(10, start[0]), (11, start[1])]),
+    };
+    a.step(1, &[], vec![principal, arrive(2, share)]).unwrap();
+}
+
 fn allowance(a: &Alps, id: u64) -> f64 {
     a.entity(id).unwrap().allowance
 }
@@ -413,33 +434,10 @@ fn bad_input_is_refused_and_named() {
 #[test]
 fn principals_sum_members_and_stop_newcomers() {
     let mut a = strict(false);
-    let baseline = Reading {
-        cpu_ns: vec![(10, 100), (11, 200)],
-        blocked: false,
-        threads: 2,
-        cpus: 0,
-    };
-    a.step(
-        1,
-        &[],
-        vec![
-            Event::Arrive {
-                id: 1,
-                share: 1,
-                baseline,
-            },
-            arrive(2, 1),
-        ],
-    )
-    .unwrap();
+    principal_and_one(&mut a, 1, [100, 200]);
     assert_eq!(a.entity(1).unwrap().members, 2);
     // Members used 0.6 + 0.5 quanta: the principal is overdrawn and stopped.
-    let r = Reading {
-        cpu_ns: vec![(10, 100 + 6_000_000), (11, 200 + 5_000_000)],
-        blocked: false,
-        threads: 2,
-        cpus: 0,
-    };
+    let r = members(&[(10, 100 + 6_000_000), (11, 200 + 5_000_000)]);
     let out = a.step(1, &[(1, r), (2, one(2, 0))], vec![]).unwrap();
     assert_eq!(out.actions, vec![Action::Stop(1)]);
     assert!((allowance(&a, 1) + 0.1).abs() < 1e-12);
@@ -528,14 +526,19 @@ fn conserving_skewed_five_on_two_cores() {
     assert_invariant(&a);
 }
 
-#[test]
-fn idle_fill_books_surplus_outside_allowances() {
-    // Two single-threaded entities on 2 CPUs, conserving, 1:1.
-    let mut a = Alps::new(ShareConfig {
+/// Conserving ALPS on two CPUs that reads every eligible entity every quantum (no lazy reads).
+fn eager_on_two_cpus() -> Alps {
+    Alps::new(ShareConfig {
         lazy: false,
         ..ShareConfig::new(Q, 2)
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn idle_fill_books_surplus_outside_allowances() {
+    // Two single-threaded entities on 2 CPUs, conserving, 1:1.
+    let mut a = eager_on_two_cpus();
     a.step(1, &[], vec![arrive(0, 1), arrive(1, 1)]).unwrap();
     // Entity 0 uses its quantum, entity 1 half of one: 0 becomes ineligible, but a CPU would idle,
     // so it goes on running as fill (no Stop, no Fill: it is running already).
@@ -573,11 +576,7 @@ fn idle_fill_books_surplus_outside_allowances() {
 
 #[test]
 fn fill_stops_when_eligible_parallelism_recovers() {
-    let mut a = Alps::new(ShareConfig {
-        lazy: false,
-        ..ShareConfig::new(Q, 2)
-    })
-    .unwrap();
+    let mut a = eager_on_two_cpus();
     a.step(1, &[], vec![arrive(0, 1), arrive(1, 2), arrive(2, 2)])
         .unwrap();
     // 0 exhausts, 1 and 2 keep both CPUs busy: no fill.
@@ -671,32 +670,9 @@ fn the_cycle_bound_reads_when_the_cycle_could_end() {
 #[test]
 fn a_member_that_left_is_not_charged_again() {
     let mut a = strict(false);
-    let baseline = Reading {
-        cpu_ns: vec![(10, 0), (11, 0)],
-        blocked: false,
-        threads: 2,
-        cpus: 0,
-    };
-    a.step(
-        1,
-        &[],
-        vec![
-            Event::Arrive {
-                id: 1,
-                share: 5,
-                baseline,
-            },
-            arrive(2, 5),
-        ],
-    )
-    .unwrap();
+    principal_and_one(&mut a, 5, [0, 0]);
     // Member 11 leaves; the driver's reading still lists it (read just before it exited).
-    let r = Reading {
-        cpu_ns: vec![(10, Q), (11, Q)],
-        blocked: false,
-        threads: 2,
-        cpus: 0,
-    };
+    let r = members(&[(10, Q), (11, Q)]);
     a.step(
         1,
         &[(1, r), (2, one(2, 0))],
@@ -711,12 +687,7 @@ fn a_member_that_left_is_not_charged_again() {
     assert_eq!(e.members, 1);
     assert!((e.allowance - 3.0).abs() < 1e-12, "{}", e.allowance);
     // A member nobody announced is ignored.
-    let r = Reading {
-        cpu_ns: vec![(10, 2 * Q), (99, 50 * Q)],
-        blocked: false,
-        threads: 2,
-        cpus: 0,
-    };
+    let r = members(&[(10, 2 * Q), (99, 50 * Q)]);
     a.step(1, &[(1, r), (2, one(2, 0))], vec![]).unwrap();
     let e = a.entity(1).unwrap();
     assert_eq!(e.members, 1);

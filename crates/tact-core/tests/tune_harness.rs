@@ -13,6 +13,12 @@ use tact_core::tune::{Load, Phase, Policy, Pressure, Reason, Tcc, Transition, Tu
 
 pub const ENDLESS: usize = usize::MAX / 4;
 
+/// Events a pool may take to reach a steady state in [`settle`] before the test fails.
+pub const SETTLE_EVENTS: usize = 4_000_000;
+
+/// (from, to, reason, target before, target after) of a transition.
+pub type Move = (Phase, Phase, Reason, usize, usize);
+
 type Rate = Box<dyn FnMut(usize, u64) -> f64>;
 type Extra = Box<dyn FnMut(u64) -> Duration>;
 type Utilization = Box<dyn FnMut(usize) -> f64>;
@@ -60,6 +66,46 @@ pub fn paper(n_init: usize) -> TuneParams {
         n_init,
         ..TuneParams::paper()
     }
+}
+
+/// Parameters for property runs over raw events, from `n_min` to `n_min + span` workers: three
+/// initial batches and a fixed steady state of `steady`, so that a few hundred events reach
+/// every state.
+pub fn sparse(n_min: usize, span: usize, steady: Duration, seed: u64) -> TuneParams {
+    TuneParams {
+        n_min,
+        n_max: n_min + span,
+        n_init: n_min,
+        n_star: 3,
+        steady_min: steady,
+        steady_max: steady,
+        seed,
+        ..TuneParams::default()
+    }
+}
+
+/// Makes one call into `tcc` and checks the contract every answer keeps: the target stays in
+/// [n_min, n_max], and an answer comes exactly when the target changed, naming the new one.
+pub fn call_checked(tcc: &mut Tcc, call: impl FnOnce(&mut Tcc) -> Option<usize>) {
+    let before = tcc.target();
+    let answer = call(tcc);
+    let after = tcc.target();
+    let (lo, hi) = (tcc.params().n_min, tcc.params().n_max);
+    assert!(
+        (lo..=hi).contains(&after),
+        "target {after} outside [{lo}, {hi}]"
+    );
+    match answer {
+        Some(n) => assert!(n == after && n != before, "answer {n}, {before} → {after}"),
+        None => assert_eq!(after, before),
+    }
+}
+
+/// `pool` run until it has entered Steady `k` times (where it is then).
+pub fn settle(mut pool: Pool, k: usize) -> Pool {
+    assert!(pool.until_steady(k, SETTLE_EVENTS), "no steady state");
+    assert_eq!(pool.tcc.phase(), Phase::Steady);
+    pool
 }
 
 impl Pool {
@@ -271,12 +317,32 @@ impl Pool {
         })
     }
 
-    /// The trace as (from, to, reason, target before, target after).
-    pub fn moves(&self) -> Vec<(Phase, Phase, Reason, usize, usize)> {
+    /// The trace as moves.
+    pub fn moves(&self) -> Vec<Move> {
         self.trace
             .iter()
             .map(|t| (t.from, t.to, t.reason, t.target_from, t.target_to))
             .collect()
+    }
+
+    /// The moves up to the first entry into Steady, that entry included: the exploration.
+    pub fn exploration(&self) -> Vec<Move> {
+        self.moves()[..=self.steady_entry()].to_vec()
+    }
+
+    /// The first steady state: the transition that entered it and the one that ended it.
+    pub fn first_steady(&self) -> (&Transition, &Transition) {
+        let entry = self.steady_entry();
+        let end = &self.trace[entry + 1];
+        assert_eq!(end.from, Phase::Steady);
+        (&self.trace[entry], end)
+    }
+
+    fn steady_entry(&self) -> usize {
+        self.trace
+            .iter()
+            .position(|t| t.to == Phase::Steady)
+            .expect("a steady state")
     }
 }
 

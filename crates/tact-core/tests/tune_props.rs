@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Lcg, Pool};
+use harness::{call_checked, Lcg, Pool};
 use proptest::prelude::*;
 use tact_core::tune::{
     Event, Load, Phase, Policy, Reason, SampleSet, Tcc, Transition, TuneParams, TABLE_1,
@@ -77,13 +77,11 @@ fn arb_event() -> impl Strategy<Value = Ev> {
 
 /// Feeds raw events; checks the answer contract on each; returns the trace.
 fn feed(params: TuneParams, events: &[Ev]) -> (Vec<Transition>, Vec<usize>) {
-    let (lo, hi) = (params.n_min, params.n_max);
     let mut tcc = Tcc::new(params).unwrap();
     let mut t = Duration::ZERO;
     let mut targets = vec![tcc.target()];
     let mut trace = Vec::new();
     for ev in events {
-        let before = tcc.target();
         let event = match *ev {
             Ev::Complete {
                 dt_us,
@@ -127,17 +125,8 @@ fn feed(params: TuneParams, events: &[Ev]) -> (Vec<Transition>, Vec<usize>) {
                 at: t.saturating_sub(Duration::from_micros(us)),
             },
         };
-        let answer = tcc.on_event(event);
-        let after = tcc.target();
-        assert!(
-            (lo..=hi).contains(&after),
-            "target {after} outside [{lo}, {hi}]"
-        );
-        match answer {
-            Some(n) => assert!(n == after && n != before, "answer {n}, {before} → {after}"),
-            None => assert_eq!(after, before),
-        }
-        targets.push(after);
+        call_checked(&mut tcc, |tcc| tcc.on_event(event));
+        targets.push(tcc.target());
         trace.extend(tcc.drain_trace());
         assert!(
             tcc.busy() <= t,
@@ -341,6 +330,68 @@ fn recount(xs: &[f64], b: usize, trim: f64) -> (u32, f64, f64) {
         0.0
     };
     (means.len() as u32, mean, var)
+}
+
+/// `set`'s statistics against a recount of `xs` in batches of `b`: the variance within 1e-9 of
+/// itself and never more than 1e-12 off.
+fn assert_recount(set: &SampleSet, xs: &[f64], b: usize, trim: f64) {
+    let got = set.summary();
+    let (batches, mean, var) = recount(xs, b, trim);
+    assert_eq!(got.batches, batches, "after {} samples", xs.len());
+    assert!(
+        (got.mean - mean).abs() < 1e-12,
+        "after {} samples",
+        xs.len()
+    );
+    assert!(
+        (got.var - var).abs() < (1e-9 * var.max(1e-12)).min(1e-12),
+        "after {} samples",
+        xs.len()
+    );
+}
+
+#[test]
+fn incremental_statistics_match_a_recount() {
+    let mut noise = Lcg(7);
+    let xs: Vec<f64> = (0..3000)
+        .map(|i| {
+            // Exponential samples with a rare 2000× stall.
+            let x = -(1.0 - noise.uniform()).ln() * 0.01;
+            if i % 397 == 11 {
+                x + 20.0
+            } else {
+                x
+            }
+        })
+        .collect();
+    let mut set = SampleSet::new(16, 0.01);
+    for (i, &x) in xs.iter().enumerate() {
+        set.push(x);
+        if (i + 1) % 250 == 0 {
+            assert_recount(&set, &xs[..=i], 16, 0.01);
+        }
+    }
+    // The stalls were all trimmed: the mean is the exponential's.
+    assert!((set.summary().mean - 0.01).abs() < 0.002);
+}
+
+#[test]
+fn doubling_merges_pairs() {
+    let mut noise = Lcg(3);
+    let mut xs: Vec<f64> = (0..999).map(|_| noise.uniform()).collect();
+    let mut set = SampleSet::new(8, 0.01);
+    for &x in &xs {
+        set.push(x);
+    }
+    set.double_batch();
+    assert_recount(&set, &xs, 16, 0.01);
+    // Pushing after the doubling keeps matching.
+    for _ in 0..77 {
+        let x = noise.uniform();
+        xs.push(x);
+        set.push(x);
+    }
+    assert_recount(&set, &xs, 16, 0.01);
 }
 
 proptest! {

@@ -10,7 +10,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{paper, Lcg, Pool};
+use harness::{paper, settle, Lcg, Pool};
 use tact_core::tune::{Event, Load, Phase, Policy, Reason, Tcc, TuneParams};
 
 use Phase::*;
@@ -36,10 +36,10 @@ fn linear_then(knee: usize, after: impl Fn(usize) -> f64) -> impl FnMut(usize, u
 
 #[test]
 fn adds_while_each_step_gains_q_then_holds_a_flat_count_in_max_and_removes() {
-    let mut pool = Pool::new(paper(8), flat_after(10));
+    let pool = Pool::new(paper(8), flat_after(10));
     assert_eq!(pool.tcc.phase(), Base);
     assert_eq!(pool.tcc.target(), 8);
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(pool, 1);
     assert_eq!(
         pool.moves(),
         vec![
@@ -66,8 +66,7 @@ fn adds_while_each_step_gains_q_then_holds_a_flat_count_in_max_and_removes() {
 #[test]
 fn a_decline_revokes_the_added_workers_and_removes_from_the_previous_count() {
     // Past 10 workers throughput falls by 30%: the thrashing guard's main case.
-    let mut pool = Pool::new(paper(8), linear_then(10, |_| 700.0));
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(Pool::new(paper(8), linear_then(10, |_| 700.0)), 1);
     assert_eq!(
         pool.moves(),
         vec![
@@ -83,8 +82,10 @@ fn a_decline_revokes_the_added_workers_and_removes_from_the_previous_count() {
 #[test]
 fn the_guard_trips_early_when_the_new_count_runs_below_half() {
     // Thrashing: 17× slower past 10 workers. The guard needs only 5 batches, not n* = 30.
-    let mut pool = Pool::new(paper(8), linear_then(10, |n| 100.0 * n as f64 / 17.0));
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(
+        Pool::new(paper(8), linear_then(10, |n| 100.0 * n as f64 / 17.0)),
+        1,
+    );
     let moves = pool.moves();
     assert_eq!(moves[2], (Add, Remove, GuardSlow, 13, 9));
     assert_eq!(moves[3], (Remove, Steady, Lost, 9, 10));
@@ -95,8 +96,7 @@ fn the_guard_trips_early_when_the_new_count_runs_below_half() {
 fn the_guard_trips_when_the_new_count_yields_samples_too_slowly() {
     // Past 10 workers completions almost stop: the new count never finishes settling. The
     // guard trips once it has used 4× the busy time 10 workers needed for n* batches.
-    let mut pool = Pool::new(paper(8), linear_then(10, |_| 0.5));
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(Pool::new(paper(8), linear_then(10, |_| 0.5)), 1);
     let moves = pool.moves();
     assert_eq!(moves[2], (Add, Remove, GuardStalled, 13, 9));
     let entered = pool.trace[1].busy;
@@ -149,8 +149,7 @@ fn the_count_stops_at_n_max() {
         n_max: 12,
         ..paper(8)
     };
-    let mut pool = Pool::new(params, flat_after(1000));
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(Pool::new(params, flat_after(1000)), 1);
     assert_eq!(
         pool.moves(),
         vec![
@@ -167,8 +166,7 @@ fn the_count_stops_at_n_max() {
 #[test]
 fn removal_stops_at_n_min() {
     // Throughput does not depend on the count at all.
-    let mut pool = Pool::new(paper(3), |_, _| 1000.0);
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(Pool::new(paper(3), |_, _| 1000.0), 1);
     assert_eq!(
         pool.moves(),
         vec![
@@ -188,8 +186,7 @@ fn without_the_remove_state_max_goes_to_steady() {
         remove: false,
         ..paper(8)
     };
-    let mut pool = Pool::new(params, flat_after(10));
-    assert!(pool.until_steady(1, MAX));
+    let pool = settle(Pool::new(params, flat_after(10)), 1);
     assert_eq!(
         pool.moves(),
         vec![
@@ -203,8 +200,7 @@ fn without_the_remove_state_max_goes_to_steady() {
 
 #[test]
 fn steady_times_out_into_a_new_cycle_with_the_base_cut() {
-    let mut pool = Pool::new(paper(8), flat_after(10));
-    assert!(pool.until_steady(1, MAX));
+    let mut pool = settle(Pool::new(paper(8), flat_after(10)), 1);
     let entered = pool.trace.last().unwrap().busy;
     assert_eq!(pool.tcc.steady_timeout(), Duration::from_secs(50));
     assert!(pool.run_until(MAX, |p| p.tcc.phase() != Steady));
@@ -225,14 +221,16 @@ fn steady_times_out_into_a_new_cycle_with_the_base_cut() {
 
 #[test]
 fn the_default_steady_timeout_is_ten_cycles_clamped_and_jittered() {
-    for seed in 0..20 {
+    let steady = |seed| {
         let params = TuneParams {
             n_init: 8,
             seed,
             ..TuneParams::default()
         };
-        let mut pool = Pool::new(params, flat_after(10));
-        assert!(pool.until_steady(1, MAX));
+        settle(Pool::new(params, flat_after(10)), 1)
+    };
+    for seed in 0..20 {
+        let pool = steady(seed);
         // The first cycle takes about 4.4 busy seconds: 10× that is below 60 s, so the
         // timeout is 60 s ± 10%.
         let cycle = pool.trace.last().unwrap().busy;
@@ -242,18 +240,7 @@ fn the_default_steady_timeout_is_ten_cycles_clamped_and_jittered() {
     }
     // Different seeds give different timeouts.
     let timeouts: Vec<Duration> = (0..4)
-        .map(|seed| {
-            let mut pool = Pool::new(
-                TuneParams {
-                    n_init: 8,
-                    seed,
-                    ..TuneParams::default()
-                },
-                flat_after(10),
-            );
-            pool.until_steady(1, MAX);
-            pool.tcc.steady_timeout()
-        })
+        .map(|seed| steady(seed).tcc.steady_timeout())
         .collect();
     assert!(timeouts.windows(2).any(|w| w[0] != w[1]));
 }
@@ -263,8 +250,10 @@ fn the_default_steady_timeout_is_ten_cycles_clamped_and_jittered() {
 fn steady_with_scale() -> (Pool, std::rc::Rc<std::cell::Cell<f64>>) {
     let scale = std::rc::Rc::new(std::cell::Cell::new(1.0));
     let s = scale.clone();
-    let mut pool = Pool::new(paper(8), move |n, _| 100.0 * n.min(10) as f64 * s.get());
-    assert!(pool.until_steady(1, MAX));
+    let mut pool = settle(
+        Pool::new(paper(8), move |n, _| 100.0 * n.min(10) as f64 * s.get()),
+        1,
+    );
     next_window(&mut pool);
     (pool, scale)
 }
@@ -357,22 +346,16 @@ fn settling_ignores_completions_until_in_flight_reaches_the_target_and_b_more() 
 #[test]
 fn idle_time_between_input_blocks_does_not_change_decisions() {
     // 1,000 tasks every 5 s; at most 1,000 tasks/s, so the pool idles 4 s or more per block.
-    let endless = {
-        let mut p = Pool::new(paper(8), flat_after(10));
-        assert!(p.until_steady(1, MAX));
-        p
-    };
-    let blocks = {
-        let mut p = Pool::with_input(
+    let endless = settle(Pool::new(paper(8), flat_after(10)), 1);
+    let blocks = settle(
+        Pool::with_input(
             paper(8),
             flat_after(10),
             Some((1000, Duration::from_secs(5))),
-        );
-        assert!(p.until_steady(1, MAX));
-        p
-    };
-    let counts = |p: &Pool| -> Vec<(Phase, Phase, Reason, usize, usize)> { p.moves() };
-    assert_eq!(counts(&blocks), counts(&endless));
+        ),
+        1,
+    );
+    assert_eq!(blocks.moves(), endless.moves());
     // Wall time is much longer with blocks; busy time is not.
     assert!(
         blocks.now > endless.now * 3,
@@ -447,16 +430,11 @@ fn trimming_keeps_a_20_second_stall_out_of_the_decisions() {
             Duration::ZERO
         }
     };
-    let clean = {
-        let mut p = Pool::new(paper(8), flat_after(10));
-        assert!(p.until_steady(1, MAX));
-        p
-    };
+    let clean = settle(Pool::new(paper(8), flat_after(10)), 1);
     let trimmed = {
         let mut p = Pool::new(paper(8), flat_after(10));
         p.extra = Box::new(stall);
-        assert!(p.until_steady(1, MAX));
-        p
+        settle(p, 1)
     };
     assert_eq!(trimmed.moves(), clean.moves());
     assert!(trimmed.trace.iter().all(|t| !t.forced));
@@ -471,8 +449,7 @@ fn trimming_keeps_a_20_second_stall_out_of_the_decisions() {
             flat_after(10),
         );
         p.extra = Box::new(stall);
-        assert!(p.until_steady(1, MAX));
-        p
+        settle(p, 1)
     };
     let base = &untrimmed.trace[0];
     assert_eq!((base.from, base.to), (Base, Add));

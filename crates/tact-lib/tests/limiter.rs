@@ -2,14 +2,17 @@
 //! acquires, limit changes (a grow grants waiters, a shrink waits for releases), arrival order,
 //! cancel-safety, and which releases the policy hears as completions.
 
+mod common;
+
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::tasks::{wait_until, Gate, Meter};
 use tact_core::tune::{Event, Policy};
 use tact_lib::tune::Limiter;
 
@@ -93,60 +96,6 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// Tasks pass one at a time per token, or all once open.
-#[derive(Default)]
-struct Gate {
-    state: Mutex<(usize, bool)>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn pass(&self) {
-        let mut st = self.state.lock().unwrap();
-        while st.0 == 0 && !st.1 {
-            st = self.cv.wait(st).unwrap();
-        }
-        if !st.1 {
-            st.0 -= 1;
-        }
-    }
-
-    fn tokens(&self, n: usize) {
-        self.state.lock().unwrap().0 += n;
-        self.cv.notify_all();
-    }
-
-    fn open(&self) {
-        self.state.lock().unwrap().1 = true;
-        self.cv.notify_all();
-    }
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        thread::sleep(Duration::from_millis(2));
-    }
-}
-
-#[derive(Default)]
-struct Meter {
-    running: AtomicUsize,
-    max: AtomicUsize,
-}
-
-impl Meter {
-    fn enter(&self) {
-        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn leave(&self) {
-        self.running.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn blocking_acquire_follows_the_limit() {
     let (limiter, want, log) = scripted(2);
@@ -187,7 +136,7 @@ fn blocking_acquire_follows_the_limit() {
         t.join().unwrap();
     }
     assert_eq!(limiter.in_flight(), 0);
-    assert!(meter.max.load(Ordering::SeqCst) <= 4);
+    assert!(meter.max() <= 4);
     let done = completions(&log);
     assert_eq!(done.len(), 6);
     assert!(
@@ -252,7 +201,7 @@ fn async_callers_on_many_threads_stay_within_the_limit() {
     for t in threads {
         t.join().unwrap();
     }
-    assert!(meter.max.load(Ordering::SeqCst) <= 3);
+    assert!(meter.max() <= 3);
     assert_eq!(completions(&log).len(), 200);
     assert_eq!((limiter.in_flight(), limiter.queued()), (0, 0));
 }

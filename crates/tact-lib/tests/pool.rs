@@ -3,11 +3,14 @@
 //! the events the policy receives. Tasks wait on gates the test opens, so the assertions are
 //! about states, never about how fast a loaded machine runs.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::tasks::{wait_until, Gate, Meter, OpenOnDrop};
 use tact_core::tune::{Event, Policy, Tcc, TuneParams};
 use tact_lib::tune::{Full, Pool, TaskError, HINT_PERIOD};
 
@@ -75,85 +78,6 @@ impl<P: Policy> Policy for Recorder<P> {
     fn on_event(&mut self, event: Event) -> Option<usize> {
         self.log.lock().unwrap().push((event, self.inner.target()));
         self.inner.on_event(event)
-    }
-}
-
-/// Tasks pass one at a time per token, or all once open.
-#[derive(Default)]
-struct Gate {
-    state: Mutex<(usize, bool)>,
-    cv: Condvar,
-}
-
-impl Gate {
-    fn pass(&self) {
-        let mut st = self.state.lock().unwrap();
-        while st.0 == 0 && !st.1 {
-            st = self.cv.wait(st).unwrap();
-        }
-        if !st.1 {
-            st.0 -= 1;
-        }
-    }
-
-    fn tokens(&self, n: usize) {
-        self.state.lock().unwrap().0 += n;
-        self.cv.notify_all();
-    }
-
-    fn open(&self) {
-        self.state.lock().unwrap().1 = true;
-        self.cv.notify_all();
-    }
-}
-
-/// Opens a gate when dropped: a failing assertion must not leave tasks blocked and the pool's
-/// drop waiting for them forever.
-struct OpenOnDrop(Arc<Gate>);
-
-impl Drop for OpenOnDrop {
-    fn drop(&mut self) {
-        self.0.open();
-    }
-}
-
-/// Concurrency seen from inside the tasks.
-#[derive(Default)]
-struct Meter {
-    running: AtomicUsize,
-    max: AtomicUsize,
-}
-
-impl Meter {
-    fn enter(&self) {
-        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
-        self.max.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn leave(&self) {
-        self.running.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn running(&self) -> usize {
-        self.running.load(Ordering::SeqCst)
-    }
-
-    fn max(&self) -> usize {
-        self.max.load(Ordering::SeqCst)
-    }
-
-    fn reset_max(&self) {
-        self.max.store(self.running(), Ordering::SeqCst);
-    }
-}
-
-const PATIENCE: Duration = Duration::from_secs(60);
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        thread::sleep(Duration::from_millis(2));
     }
 }
 

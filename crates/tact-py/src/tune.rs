@@ -141,7 +141,7 @@ impl Controller {
             load: Load::new(in_flight, queued),
             latency,
         };
-        Ok(py.detach(|| self.lock().policy().on_event(event)))
+        Ok(self.with_policy(py, |policy| policy.on_event(event)))
     }
 
     /// Workers took tasks outside a completion (after a target increase, when input arrived).
@@ -154,7 +154,7 @@ impl Controller {
     ) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         let load = Load::new(in_flight, queued);
-        Ok(py.detach(|| self.lock().policy().on_start(at, load)))
+        Ok(self.with_policy(py, |policy| policy.on_start(at, load)))
     }
 
     /// Only the queue changed (input arrived, or ran out).
@@ -167,13 +167,13 @@ impl Controller {
     ) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         let load = Load::new(in_flight, queued);
-        Ok(py.detach(|| self.lock().policy().on_load(at, load)))
+        Ok(self.with_policy(py, |policy| policy.on_load(at, load)))
     }
 
     /// Time passed (call it every 100 ms or so, so that timeouts fire while completions are rare).
     fn on_tick(&self, py: Python<'_>, now: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
-        Ok(py.detach(|| self.lock().policy().on_tick(at)))
+        Ok(self.with_policy(py, |policy| policy.on_tick(at)))
     }
 
     /// The bottleneck's mean utilization in [0, 1] since the previous report (TCC's bottleneck
@@ -181,12 +181,8 @@ impl Controller {
     /// clamped by TCC.
     fn on_hint(&self, py: Python<'_>, now: f64, utilization: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
-        if !utilization.is_finite() {
-            return Err(PyValueError::new_err(format!(
-                "utilization = {utilization}: must be a finite number (a fraction in [0, 1])"
-            )));
-        }
-        Ok(py.detach(|| self.lock().policy().on_hint(at, utilization)))
+        finite_fraction("utilization", utilization)?;
+        Ok(self.with_policy(py, |policy| policy.on_hint(at, utilization)))
     }
 
     /// Pressure stall readings for TCC's PSI rules (psi=True): fractions of the last ten seconds
@@ -204,23 +200,15 @@ impl Controller {
         io_full: f64,
     ) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
-        for (name, v) in [
-            ("memory_some", memory_some),
-            ("memory_full", memory_full),
-            ("io_full", io_full),
-        ] {
-            if !v.is_finite() {
-                return Err(PyValueError::new_err(format!(
-                    "{name} = {v}: must be a finite number (a fraction in [0, 1])"
-                )));
-            }
-        }
+        finite_fraction("memory_some", memory_some)?;
+        finite_fraction("memory_full", memory_full)?;
+        finite_fraction("io_full", io_full)?;
         let p = Pressure {
             memory_some,
             memory_full,
             io_full,
         };
-        Ok(py.detach(|| self.lock().policy().on_pressure(at, p)))
+        Ok(self.with_policy(py, |policy| policy.on_pressure(at, p)))
     }
 
     /// The machine's pressure stall readings (the avg10 figures of /proc/pressure's memory
@@ -288,7 +276,7 @@ impl Controller {
 
     /// The state transitions since the last call, oldest first, as dicts (tact.Transition).
     fn drain_trace<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let trace = py.detach(|| self.lock().policy().drain_trace());
+        let trace = self.with_policy(py, |policy| policy.drain_trace());
         let list = PyList::empty(py);
         for t in &trace {
             list.append(transition(py, t)?)?;
@@ -301,6 +289,16 @@ impl Controller {
     fn lock(&self) -> MutexGuard<'_, Engine> {
         // A panic inside a policy would be a bug there; its state is still the best we have.
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `call` on the policy without the GIL (see the module's notes): every call into the
+    /// policy goes through here.
+    fn with_policy<R: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&mut dyn Policy) -> R + Send,
+    ) -> R {
+        py.detach(|| call(self.lock().policy()))
     }
 }
 
@@ -438,6 +436,16 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
             "{name} = {value}: must be a finite number of seconds >= 0"
         ))
     })
+}
+
+/// A reading that must be a finite number; TCC clamps it to [0, 1].
+fn finite_fraction(name: &str, value: f64) -> PyResult<()> {
+    if value.is_finite() {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(format!(
+        "{name} = {value}: must be a finite number (a fraction in [0, 1])"
+    )))
 }
 
 /// The serde name of a unit enum variant (Phase, Reason), as the JSON traces spell it.

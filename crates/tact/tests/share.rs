@@ -46,26 +46,49 @@ fn run(mut c: std::process::Command) -> (Output, String) {
     (out, err)
 }
 
+/// `tact share` with the signals backend and 10 ms quanta of a 1-share and a `heavy`-share
+/// spinner, each `secs` seconds long, with `extra` arguments.
+fn one_against(
+    heavy: u32,
+    secs: u32,
+    extra: &[&str],
+    runtime: &std::path::Path,
+) -> (Output, String) {
+    let (a, b) = (
+        format!("1={}", spinner(secs)),
+        format!("{heavy}={}", spinner(secs)),
+    );
+    let mut args = vec![
+        "--backend",
+        "signals",
+        "--quantum",
+        "10ms",
+        "--job",
+        &a,
+        "--job",
+        &b,
+    ];
+    args.extend(extra);
+    run(share_on_one_cpu(&args, runtime))
+}
+
+/// The count a footer line gives just before `what` ("… 12.5 reads and …").
+fn footer_count<T: std::str::FromStr>(err: &str, what: &str) -> T {
+    let line = err
+        .lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no footer with {what:?}\n{err}"));
+    let count = line.split(what).next().unwrap().rsplit(' ').next().unwrap();
+    count
+        .parse()
+        .unwrap_or_else(|_| panic!("{count:?} before {what:?}\n{err}"))
+}
+
 #[test]
 fn signals_divide_one_cpu_one_to_three() {
     let runtime = tempfile::tempdir().unwrap();
     let log = runtime.path().join("cycles.jsonl");
-    let (a, b) = (format!("1={}", spinner(4)), format!("3={}", spinner(4)));
-    let (out, err) = run(share_on_one_cpu(
-        &[
-            "--backend",
-            "signals",
-            "--quantum",
-            "10ms",
-            "--json-log",
-            log.to_str().unwrap(),
-            "--job",
-            &a,
-            "--job",
-            &b,
-        ],
-        runtime.path(),
-    ));
+    let (out, err) = one_against(3, 4, &["--json-log", log.to_str().unwrap()], runtime.path());
     // `timeout` ends each job with status 124, which tact reports as a failed job.
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("backend signals: optimized ALPS"), "{err}");
@@ -103,21 +126,8 @@ fn signals_divide_one_cpu_one_to_three() {
 fn basic_alps_reads_more_than_optimized_for_the_same_split() {
     let reads = |basic: bool| {
         let runtime = tempfile::tempdir().unwrap();
-        let (a, b) = (format!("1={}", spinner(3)), format!("3={}", spinner(3)));
-        let mut args = vec![
-            "--backend",
-            "signals",
-            "--quantum",
-            "10ms",
-            "--job",
-            &a,
-            "--job",
-            &b,
-        ];
-        if basic {
-            args.push("--basic");
-        }
-        let (_, err) = run(share_on_one_cpu(&args, runtime.path()));
+        let extra: &[&str] = if basic { &["--basic"] } else { &[] };
+        let (_, err) = one_against(3, 3, extra, runtime.path());
         assert!(
             err.contains(if basic {
                 "basic ALPS"
@@ -126,20 +136,7 @@ fn basic_alps_reads_more_than_optimized_for_the_same_split() {
             }),
             "{err}"
         );
-        let line = err
-            .lines()
-            .find(|l| l.contains("reads and"))
-            .unwrap()
-            .to_string();
-        let per_quantum: f64 = line
-            .split(" reads and")
-            .next()
-            .unwrap()
-            .rsplit(' ')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let per_quantum: f64 = footer_count(&err, " reads and");
         (per_quantum, achieved(&err))
     };
     let (basic, split_b) = reads(true);
@@ -160,35 +157,9 @@ fn basic_alps_reads_more_than_optimized_for_the_same_split() {
 fn checks_between_ticks_unless_quantized() {
     let checks = |quantized: bool| {
         let runtime = tempfile::tempdir().unwrap();
-        let (a, b) = (format!("1={}", spinner(3)), format!("9={}", spinner(3)));
-        let mut args = vec![
-            "--backend",
-            "signals",
-            "--quantum",
-            "10ms",
-            "--job",
-            &a,
-            "--job",
-            &b,
-        ];
-        if quantized {
-            args.push("--quantized");
-        }
-        let (_, err) = run(share_on_one_cpu(&args, runtime.path()));
-        let line = err
-            .lines()
-            .find(|l| l.contains("checks between ticks"))
-            .unwrap_or_else(|| panic!("no footer\n{err}"))
-            .to_string();
-        let n: u64 = line
-            .split(" checks between ticks")
-            .next()
-            .unwrap()
-            .rsplit(' ')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let extra: &[&str] = if quantized { &["--quantized"] } else { &[] };
+        let (_, err) = one_against(9, 3, extra, runtime.path());
+        let n: u64 = footer_count(&err, " checks between ticks");
         let split = achieved(&err);
         assert_eq!(split.len(), 2, "{err}");
         // 10% and 90% on an idle machine; far from the kernel's even split on a loaded one.

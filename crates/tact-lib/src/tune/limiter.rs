@@ -19,7 +19,7 @@ use tact_linux::probe::psi::PsiReader;
 
 use super::controller::{Controller, Engine};
 use super::hint::{self, Hint};
-use super::pool::{default_tcc, DEFAULT_TICK};
+use super::pool::{controller_setters, default_tcc, DEFAULT_TICK};
 
 /// A concurrency limit set by a [`Policy`] (spec `concurrency.md` §6).
 ///
@@ -186,43 +186,7 @@ pub struct LimiterBuilder {
 }
 
 impl LimiterBuilder {
-    /// The controller. Without one (and without [`tcc`](Self::tcc)) the limiter runs TCC with
-    /// its defaults, starting at the number of online CPUs.
-    pub fn policy(mut self, policy: Box<dyn Policy + Send>) -> Self {
-        self.engine = Some(Engine::Other(policy));
-        self
-    }
-
-    /// TCC as the controller, kept by type so that [`Limiter::status`] shows its state.
-    pub fn tcc(mut self, tcc: Tcc) -> Self {
-        self.engine = Some(Engine::Tcc(Box::new(tcc)));
-        self
-    }
-
-    /// How often the policy gets [`Event::Tick`] (default [`DEFAULT_TICK`]; zero: never).
-    pub fn tick(mut self, every: Duration) -> Self {
-        self.tick = every;
-        self
-    }
-
-    /// A source of the bottleneck's utilization in [0, 1] since its previous call (None: no
-    /// reading this time), for TCC's bottleneck hint, as
-    /// [`PoolBuilder::bottleneck`](super::PoolBuilder::bottleneck): the ticker thread calls it,
-    /// outside the limiter's lock, on ticks at least [`HINT_PERIOD`](super::HINT_PERIOD) apart,
-    /// and passes the value to [`Policy::on_hint`]. Needs ticks.
-    pub fn bottleneck(mut self, source: impl FnMut() -> Option<f64> + Send + 'static) -> Self {
-        self.bottleneck = Some(Box::new(source));
-        self
-    }
-
-    /// Where the limiter reads pressure stall information when its controller is TCC with
-    /// `TuneParams::psi` on, as [`PoolBuilder::psi_reader`](super::PoolBuilder::psi_reader)
-    /// (default the machine's `/proc/pressure`; unreadable files turn PSI off with one warning).
-    /// Needs ticks.
-    pub fn psi_reader(mut self, reader: PsiReader) -> Self {
-        self.psi = Some(reader);
-        self
-    }
+    controller_setters!();
 
     pub fn build(self) -> Limiter {
         let engine = self

@@ -129,19 +129,64 @@ pub struct PoolBuilder {
     psi: Option<PsiReader>,
 }
 
-impl PoolBuilder {
-    /// The controller. Without one (and without [`tcc`](Self::tcc)) the pool runs TCC with its
-    /// defaults, starting at the number of online CPUs.
-    pub fn policy(mut self, policy: Box<dyn Policy + Send>) -> Self {
-        self.engine = Some(Engine::Other(policy));
-        self
-    }
+/// The setters both builders share, written once: the controller, how often it ticks, and what
+/// it reads besides the time. A builder that expands it has the fields `engine`, `tick`,
+/// `bottleneck` and `psi`.
+macro_rules! controller_setters {
+    () => {
+        /// The controller. Without one (and without [`tcc`](Self::tcc)) the host runs TCC with
+        /// its defaults, starting at the number of online CPUs.
+        pub fn policy(mut self, policy: Box<dyn Policy + Send>) -> Self {
+            self.engine = Some(Engine::Other(policy));
+            self
+        }
 
-    /// TCC as the controller, kept by type so that [`PoolStats::status`] shows its state.
-    pub fn tcc(mut self, tcc: Tcc) -> Self {
-        self.engine = Some(Engine::Tcc(Box::new(tcc)));
-        self
-    }
+        /// TCC as the controller, kept by type so that the host shows its state
+        /// ([`PoolStats::status`](crate::tune::PoolStats::status),
+        /// [`Limiter::status`](crate::tune::Limiter::status)).
+        pub fn tcc(mut self, tcc: Tcc) -> Self {
+            self.engine = Some(Engine::Tcc(Box::new(tcc)));
+            self
+        }
+
+        /// How often the policy gets [`Event::Tick`] (default
+        /// [`DEFAULT_TICK`](crate::tune::DEFAULT_TICK); zero: never).
+        pub fn tick(mut self, every: Duration) -> Self {
+            self.tick = every;
+            self
+        }
+
+        /// A source of the bottleneck's utilization in [0, 1] since its previous call (None: no
+        /// reading this time), for TCC's bottleneck hint (`TuneParams::util`; `docs/tune.md`,
+        /// "The bottleneck hint"). The ticker thread calls it, outside the host's lock, on
+        /// ticks at least [`HINT_PERIOD`](crate::tune::HINT_PERIOD) apart, and passes the value
+        /// to [`Policy::on_hint`]. Name the resource the work saturates (e.g.
+        /// `tact_linux::probe::bottleneck::Bottleneck`, or `probe::busy::CpuBusy` over the
+        /// service's CPUs): one that never saturates makes TCC climb as long as throughput rises
+        /// at all. Needs ticks.
+        pub fn bottleneck(mut self, source: impl FnMut() -> Option<f64> + Send + 'static) -> Self {
+            self.bottleneck = Some(Box::new(source));
+            self
+        }
+
+        /// Where the host reads pressure stall information when its controller is TCC with
+        /// `TuneParams::psi` on (default [`PsiReader::new`], the machine's `/proc/pressure`;
+        /// e.g. [`PsiReader::cgroup`] for the cgroup the work saturates). The ticker thread
+        /// reads it, outside the host's lock, at most every
+        /// [`PSI_PERIOD`](tact_linux::probe::psi::PSI_PERIOD) and passes it to
+        /// [`Policy::on_pressure`] (`docs/tune.md`, "PSI as a saturation hint"). Files that
+        /// cannot be read, at the start or later, turn PSI off with one warning (`tracing`):
+        /// the host then runs by throughput alone. Needs ticks.
+        pub fn psi_reader(mut self, reader: PsiReader) -> Self {
+            self.psi = Some(reader);
+            self
+        }
+    };
+}
+pub(super) use controller_setters;
+
+impl PoolBuilder {
+    controller_setters!();
 
     /// The most tasks that ever run at once (at least 1; default [`DEFAULT_MAX_WORKERS`]).
     pub fn max_workers(mut self, n: usize) -> Self {
@@ -153,38 +198,6 @@ impl PoolBuilder {
     /// twice `max_workers`).
     pub fn queue_capacity(mut self, k: usize) -> Self {
         self.queue_capacity = Some(k.max(1));
-        self
-    }
-
-    /// How often the policy gets [`Event::Tick`] (default [`DEFAULT_TICK`]; zero: never).
-    pub fn tick(mut self, every: Duration) -> Self {
-        self.tick = every;
-        self
-    }
-
-    /// A source of the bottleneck's utilization in [0, 1] since its previous call (None: no
-    /// reading this time), for TCC's bottleneck hint (`TuneParams::util`; `docs/tune.md`, "The
-    /// bottleneck hint"). The ticker thread calls it, outside the pool's lock, on ticks at least
-    /// [`HINT_PERIOD`](super::HINT_PERIOD) apart, and passes the value to
-    /// [`Policy::on_hint`]. Name the resource the pool saturates (e.g.
-    /// `tact_linux::probe::bottleneck::Bottleneck`, or `probe::busy::CpuBusy` over the
-    /// service's CPUs): one that never saturates makes TCC climb as long as throughput rises at
-    /// all. Needs ticks.
-    pub fn bottleneck(mut self, source: impl FnMut() -> Option<f64> + Send + 'static) -> Self {
-        self.bottleneck = Some(Box::new(source));
-        self
-    }
-
-    /// Where the pool reads pressure stall information when its controller is TCC with
-    /// `TuneParams::psi` on (default [`PsiReader::new`], the machine's `/proc/pressure`; e.g.
-    /// [`PsiReader::cgroup`] for the cgroup the pool's work saturates). The ticker thread reads
-    /// it, outside the pool's lock, at most every
-    /// [`PSI_PERIOD`](tact_linux::probe::psi::PSI_PERIOD) and passes it to
-    /// [`Policy::on_pressure`] (`docs/tune.md`, "PSI as a saturation hint"). Files that cannot be
-    /// read, at the start or later, turn PSI off with one warning (`tracing`): the pool then runs
-    /// by throughput alone. Needs ticks.
-    pub fn psi_reader(mut self, reader: PsiReader) -> Self {
-        self.psi = Some(reader);
         self
     }
 

@@ -490,6 +490,17 @@ mod tests {
         reg.register(p, new, now).unwrap()
     }
 
+    /// A registry started now, with two connections of `uid` that registered a job each at
+    /// priority 0.
+    fn two_jobs(uid: u32) -> (Registry, Instant, [(Peer, JobId); 2]) {
+        let t0 = Instant::now();
+        let mut reg = Registry::new(LEASE, t0);
+        let (a, b) = (peer(1, uid), peer(2, uid));
+        let ja = job(&mut reg, a, 0, t0);
+        let jb = job(&mut reg, b, 0, t0);
+        (reg, t0, [(a, ja), (b, jb)])
+    }
+
     fn granted(reg: &mut Registry, job: JobId, now: Instant) -> bool {
         reg.schedule(now);
         matches!(reg.turn_of(job), Turn::Granted(_))
@@ -506,11 +517,7 @@ mod tests {
 
     #[test]
     fn one_holder_at_a_time_and_the_turn_passes_on_release() {
-        let t0 = Instant::now();
-        let mut reg = Registry::new(LEASE, t0);
-        let (a, b) = (peer(1, 1000), peer(2, 1000));
-        let ja = job(&mut reg, a, 0, t0);
-        let jb = job(&mut reg, b, 0, t0);
+        let (mut reg, t0, [(a, ja), (b, jb)]) = two_jobs(1000);
         reg.want_turn(a, ja, t0).unwrap();
         reg.want_turn(b, jb, t0).unwrap();
         assert!(granted(&mut reg, ja, t0));
@@ -573,11 +580,7 @@ mod tests {
 
     #[test]
     fn a_hung_holder_loses_the_turn_after_the_lease_and_hears_so() {
-        let t0 = Instant::now();
-        let mut reg = Registry::new(LEASE, t0);
-        let (a, b) = (peer(1, 0), peer(2, 0));
-        let ja = job(&mut reg, a, 0, t0);
-        let jb = job(&mut reg, b, 0, t0);
+        let (mut reg, t0, [(a, ja), (b, jb)]) = two_jobs(0);
         reg.want_turn(a, ja, t0).unwrap();
         assert!(granted(&mut reg, ja, t0));
         reg.want_turn(b, jb, t0).unwrap();
@@ -613,11 +616,7 @@ mod tests {
 
     #[test]
     fn a_closed_connection_frees_the_turn_and_removes_its_jobs() {
-        let t0 = Instant::now();
-        let mut reg = Registry::new(LEASE, t0);
-        let (a, b) = (peer(1, 0), peer(2, 0));
-        let ja = job(&mut reg, a, 0, t0);
-        let jb = job(&mut reg, b, 0, t0);
+        let (mut reg, t0, [(a, ja), (b, jb)]) = two_jobs(0);
         reg.want_turn(a, ja, t0).unwrap();
         reg.want_turn(b, jb, t0).unwrap();
         assert!(granted(&mut reg, ja, t0));
