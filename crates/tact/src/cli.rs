@@ -438,6 +438,7 @@ Examples:
   find . -name '*.log' | tact tune --signals -- xargs -P 1 -n 1 gzip
   tact tune --signals --max 8 -- xargs -a urls -P 2 -n 1 wget -q
   tact tune --signals --signals-start 4 -- ./pool     a program that takes SIGUSR1/SIGUSR2 too
+  tact tune --freeze --completions file:/tmp/done -- python3 pool.py    a fixed pool of workers
   tact tune --key kernel -- make -C linux       start from the count the last run settled on
 
 tact runs the command and keeps adjusting how many jobs it may run at once: it raises the count
@@ -458,6 +459,17 @@ How the count reaches the program:
                       must be xargs itself (or exec it), not a shell running it. xargs gets
                       them only while it waits for a command to end: one that interrupts its
                       read of a pipe ends its input (GNU xargs takes it for an error)
+  --freeze            for a fixed pool of long-lived workers (multiprocessing.Pool, gunicorn
+                      -w): tact keeps COUNT workers running and stops the rest (SIGSTOP),
+                      continuing them (SIGCONT) as COUNT rises. Workers are the children of the
+                      command's process or, below wrappers (processes with one child), of the
+                      first with several (--freeze-depth N: N levels down); COUNT never
+                      exceeds how many there were once the pool settled. tact freezes workers
+                      between tasks (blocked, CPU clock still), running ones mid-task only
+                      after --freeze-wait (1s), and swaps those back in soon. Frozen workers
+                      are continued on any exit (by the guard if tact is killed) and before a
+                      signal is passed on. Needs --completions file:PATH or tree; -v and
+                      --json-log show how many are frozen
 
 What counts as a finished job (--completions):
   children            a process the command started exits (make's recipes, parallel's jobs;
@@ -505,7 +517,9 @@ Ctrl-C only to those outside the terminal's process group, which had it already)
 the command's status.";
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("actuator").args(["jobserver", "workers_file", "signals"])))]
+#[command(group(
+    clap::ArgGroup::new("actuator").args(["jobserver", "workers_file", "signals", "freeze"])
+))]
 pub struct TuneArgs {
     /// Be the GNU make jobserver of the command (the default).
     #[arg(long)]
@@ -522,10 +536,27 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N", requires = "signals",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub signals_start: Option<u32>,
-    /// Most jobs at once [default: 4 x the online CPUs, at least 8].
+    /// The command runs a fixed pool of long-lived workers: keep the count of them running and
+    /// stop the rest (SIGSTOP), between tasks where tact can tell, continuing them (SIGCONT) as
+    /// the count rises. Needs --completions file:PATH or tree.
+    #[arg(long)]
+    pub freeze: bool,
+    /// With --freeze: the workers are the processes N levels below the command's [default: 1,
+    /// plus 1 for each process from the command's down that has exactly one child (a wrapper)].
+    #[arg(long, value_name = "N", requires = "freeze",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub freeze_depth: Option<u32>,
+    /// With --freeze: how long surplus workers may run on while none is between tasks, before
+    /// tact freezes running ones, mid-task (their task waits until they are continued).
+    #[arg(long, value_name = "DUR", default_value = "1s", requires = "freeze",
+          value_parser = positive_duration)]
+    pub freeze_wait: Duration,
+    /// Most jobs at once [default: 4 x the online CPUs, at least 8; with --freeze, the pool's
+    /// workers, which it never exceeds].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max: Option<u32>,
-    /// Jobs at once to start with [default: the online CPUs, at most --max].
+    /// Jobs at once to start with [default: the online CPUs, at most --max; with --freeze,
+    /// --max].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub init: Option<u32>,
     /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05, tcc:psi=1; the keys are

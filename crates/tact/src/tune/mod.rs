@@ -1,11 +1,12 @@
 //! `tact tune`: run an unmodified program (make, GNU parallel, xargs) under a concurrency
 //! controller (TCC, spec concurrency.md §6 "External mode"). tact tells the program how many
-//! jobs it may run at once, as its make jobserver, through a file it re-reads or with signals,
-//! counts the jobs it finishes by watching its processes, and feeds those events to the
-//! controller.
+//! jobs it may run at once, as its make jobserver, through a file it re-reads, with signals,
+//! or by freezing a fixed pool's surplus workers, counts the jobs it finishes by watching its
+//! processes, and feeds those events to the controller.
 
 pub mod bottleneck;
 pub mod completions;
+mod freeze;
 mod jobserver;
 mod pressure;
 mod report;
@@ -31,6 +32,7 @@ use crate::jobs::events::{unblock_signals_in_child, Event, Events, Received};
 use crate::jobs::pass_on::Reached;
 use crate::jobs::run::{exit_code, spawn, TACT_FAILED};
 use completions::Completions;
+use freeze::{Discovery, Freezer};
 use jobserver::Jobserver;
 use pressure::{PressureMeter, PSI_PERIOD};
 use report::{Report, Summary};
@@ -45,60 +47,64 @@ use workers_file::WorkersFile;
 const POLL_JOBSERVER: Duration = Duration::from_millis(2);
 /// The same for a workers file, or when the whole tree is walked (a few reads per process).
 const POLL_TREE: Duration = Duration::from_millis(5);
+/// How often the command's processes are looked at while its pool starts (`--freeze`).
+const POLL_DISCOVERY: Duration = Duration::from_millis(50);
 /// The shortest period of the bottleneck's readings: `/proc/stat` moves in 10 ms ticks and
 /// diskstats' io_ticks in milliseconds, so shorter intervals are mostly rounding.
 const HINT_PERIOD: Duration = Duration::from_millis(100);
 
 pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
-    let (n_init, n_max) = counts(args)?;
     let receiver = args
         .signals
         .then(|| signals::receiver(&args.command, args.signals_start))
         .transpose()?;
     args.completions.check()?;
-    let completions = Completions::new(&args.completions);
+    if args.freeze {
+        freeze::check(&args.completions)?;
+    }
+    let mut completions = Completions::new(&args.completions);
     let store = args
         .key
         .as_ref()
         .map(|key| WarmStore::new(&warm::default_dir(), key, &args.command));
-    let (spec, warm) = warm_start(&args.policy, store.as_ref(), n_max)?;
-    // The message alone: its sources repeat in it.
-    let policy = policy_from_spec(&spec, n_init, n_max)
-        .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
     // Opened before the command starts, so that a CPU or PSI file that is missing fails early.
     let bottleneck = args.bottleneck.as_ref().map(Bottleneck::open).transpose()?;
-    let pressure = pressure_meter(&spec, n_init, n_max);
     let mut report = Report::new(args.json_log.as_deref(), verbose)?;
-    if let Some(store) = &store {
-        report.key(store.key(), store.path(), warm)?;
-    }
-    let target = policy.target();
-    if let (Some(store), Some(count)) = (&store, warm) {
-        // TCC's first cycle is a normal one from that count: its base at the count's cut.
-        eprintln!(
-            "tact: tune: --key {}: warm start from {count} jobs at once, the steady count \
-             recorded last; the first cycle measures {target} first",
-            store.key()
-        );
-    }
-    report.target(Duration::ZERO, target, 0, Load::default())?;
+    // A pool's size bounds the count, so with --freeze the controller waits for the pool;
+    // its spec is checked now all the same.
+    let (mut controller, n_max) = if args.freeze {
+        check_spec(args)?;
+        (None, 0)
+    } else {
+        let (n_init, n_max) = counts(args)?;
+        let c = controller(
+            args,
+            store.as_ref(),
+            n_init,
+            n_max,
+            &mut report,
+            Duration::ZERO,
+        )?;
+        (Some(c), n_max)
+    };
     // The jobserver and a workers file exist before the command starts (it may read the file
-    // once at its start); signals need its process, so they come after.
-    let setup = match (&args.workers_file, receiver) {
-        (Some(path), _) => {
+    // once at its start); signals and freezing need its process, so they come after.
+    let setup = match (&controller, &args.workers_file, receiver) {
+        (None, _, _) => Setup::Freeze,
+        (Some(c), Some(path), _) => {
             let file = WorkersFile::new(path)?;
-            file.write(target)?;
+            file.write(c.policy.target())?;
             Setup::Ready(Actuator::File(file))
         }
-        (None, Some(receiver)) => Setup::Signals(receiver),
-        (None, None) => {
+        (Some(_), None, Some(receiver)) => Setup::Signals(receiver),
+        (Some(c), None, None) => {
             if n_max > jobserver::MAX_JOBS {
                 bail!(
                     "--max {n_max}: a make jobserver runs at most {} jobs at once",
                     jobserver::MAX_JOBS
                 );
             }
-            Setup::Ready(Actuator::Jobserver(Jobserver::new(target)?))
+            Setup::Ready(Actuator::Jobserver(Jobserver::new(c.policy.target())?))
         }
     };
     let poll_every = match (&setup, &args.completions) {
@@ -122,14 +128,55 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let start = Instant::now();
     let pid = child.id() as i32;
     // Our unreaped child: its pid cannot name another process before we wait for it.
-    let (root, actuator) = match attach(pid, setup, cmd, target, start) {
-        Ok(attached) => attached,
+    let root = match PidFd::open(pid).context("cannot open a pidfd on the command") {
+        Ok(root) => root,
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
             return Err(e);
         }
     };
+    // Jobs finished before the controller started (while a pool settled): counted, not fed to it.
+    let mut done = 0;
+    let actuator = match setup {
+        Setup::Ready(actuator) => actuator,
+        Setup::Signals(receiver) => {
+            let target = controller.as_ref().expect("built").policy.target();
+            match signals_to(&root, cmd, receiver, target, start) {
+                Ok(actuator) => actuator,
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            }
+        }
+        Setup::Freeze => {
+            let pool = freeze_pool(
+                args,
+                &mut child,
+                &root,
+                &mut events,
+                store.as_ref(),
+                &mut report,
+                start,
+            );
+            match pool {
+                Ok(Pool::Ready(c, freezer)) => {
+                    controller = Some(c);
+                    match completions.poll(pid, Instant::now()) {
+                        Ok(early) => done = early.len() as u64,
+                        Err(e) => return given_up(e, &mut child, cmd),
+                    }
+                    Actuator::Freeze(freezer)
+                }
+                Ok(Pool::Exited(status)) => return Ok(exit_code(status)),
+                // The command goes on as it is; tact waits for it, as after a failure below.
+                Err(e) => return given_up(e, &mut child, cmd),
+            }
+        }
+    };
+    let Controller { policy, pressure } = controller.expect("built before the loop");
     let mut tuner = Tuner {
         policy,
         actuator,
@@ -137,7 +184,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         pid,
         report,
         start,
-        done: 0,
+        done,
         load: Load::default(),
         bottleneck,
         sampled: None,
@@ -148,12 +195,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
 
     let status = match tuner.drive(&mut child, &root, &mut events, poll_every, args.tick) {
         Ok(status) => status,
-        Err(e) => {
-            // The command goes on with the count it has; tact waits for it, as `tact run` does.
-            eprintln!("tact: {e:#}; tuning stopped, waiting for {cmd} to exit");
-            child.wait()?;
-            return Ok(TACT_FAILED);
-        }
+        Err(e) => return given_up(e, &mut child, cmd),
     };
     // The last jobs ended before the command did.
     tuner.poll(Instant::now())?;
@@ -167,6 +209,130 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     Ok(code)
 }
 
+/// Tuning failed while the command runs: the command goes on with the count it has (frozen
+/// workers are continued as the actuator is dropped); tact waits for it, as `tact run` does.
+fn given_up(e: anyhow::Error, child: &mut Child, cmd: &str) -> Result<i32> {
+    eprintln!("tact: {e:#}; tuning stopped, waiting for {cmd} to exit");
+    child.wait()?;
+    Ok(TACT_FAILED)
+}
+
+/// The controller and what feeds it besides completions.
+struct Controller {
+    policy: Box<dyn Policy + Send>,
+    /// What `tcc:psi=1` reads.
+    pressure: Option<PressureMeter>,
+}
+
+/// Builds the controller for counts in `n_init..=n_max`, from `--key`'s record when there is
+/// one, and logs its first target at `at`.
+fn controller(
+    args: &TuneArgs,
+    store: Option<&WarmStore>,
+    n_init: usize,
+    n_max: usize,
+    report: &mut Report,
+    at: Duration,
+) -> Result<Controller> {
+    let (spec, warm) = warm_start(&args.policy, store, n_max)?;
+    // The message alone: its sources repeat in it.
+    let policy = policy_from_spec(&spec, n_init, n_max)
+        .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
+    let pressure = pressure_meter(&spec, n_init, n_max);
+    if let Some(store) = store {
+        report.key(store.key(), store.path(), warm)?;
+    }
+    let target = policy.target();
+    if let (Some(store), Some(count)) = (store, warm) {
+        // TCC's first cycle is a normal one from that count: its base at the count's cut.
+        eprintln!(
+            "tact: tune: --key {}: warm start from {count} jobs at once, the steady count \
+             recorded last; the first cycle measures {target} first",
+            store.key()
+        );
+    }
+    report.target(at, target, 0, Load::default())?;
+    Ok(Controller { policy, pressure })
+}
+
+/// With `--freeze`, before the command starts: `--init` and `--max` agree, a `--key` comes
+/// with TCC, and the policy spec is one tact can build (a `static:N` above `--max` is refused
+/// now, one above the pool's size once the pool is there).
+fn check_spec(args: &TuneArgs) -> Result<()> {
+    let max = args.max.map_or(usize::from(u16::MAX), |m| m as usize);
+    let init = args.init.map_or(1, |n| n as usize);
+    if init > max {
+        bail!("--init {init} is above --max {max}");
+    }
+    if let Some(key) = &args.key {
+        keyed_policy(&args.policy, key)?;
+    }
+    policy_from_spec(&args.policy, init, max)
+        .map(drop)
+        .map_err(|e| anyhow!("--policy {}: {e}", args.policy))
+}
+
+/// What `--freeze` found once the command started.
+enum Pool {
+    Ready(Controller, Box<Freezer>),
+    /// The command exited before its pool settled.
+    Exited(ExitStatus),
+}
+
+/// Waits for the command's pool to settle (passing signals on meanwhile), then builds the
+/// controller for its size and the freezer.
+fn freeze_pool(
+    args: &TuneArgs,
+    child: &mut Child,
+    root: &PidFd,
+    events: &mut Events,
+    store: Option<&WarmStore>,
+    report: &mut Report,
+    start: Instant,
+) -> Result<Pool> {
+    let cmd = &args.command[0];
+    let mut discovery = Discovery::new(root.pid(), args.freeze_depth.map(|d| d as usize));
+    let mut interrupted: Option<Interrupted> = None;
+    let (depth, size) = loop {
+        if let Some(status) = child.try_wait()? {
+            if let Some(i) = &mut interrupted {
+                i.reached.pass_on(&mut i.tree, i.sig, false);
+            }
+            eprintln!("tact: tune: --freeze: {cmd} exited before its pool of workers settled");
+            return Ok(Pool::Exited(status));
+        }
+        if let Event::Signal(sig) = events.wait(root.as_fd(), POLL_DISCOVERY)? {
+            pass_on(&mut interrupted, root, sig);
+        }
+        // Interrupted, the command is on its way out: nothing to freeze any more.
+        if interrupted.is_some() {
+            continue;
+        }
+        if let Some(found) = discovery.look(Instant::now())? {
+            break found;
+        }
+    };
+    let (n_init, n_max) = freeze::counts(args.init, args.max, size);
+    for (given, name) in [(args.max, "--max"), (args.init, "--init")] {
+        if let Some(n) = given.filter(|&n| n as usize > size) {
+            eprintln!(
+                "tact: tune: --freeze: {cmd} runs {size} workers; {name} {n} counts as {size}"
+            );
+        }
+    }
+    let at = start.elapsed();
+    let c = controller(args, store, n_init, n_max, report, at)?;
+    let freezer = Freezer::new(
+        root.pid(),
+        depth,
+        size,
+        c.policy.target(),
+        args.freeze_wait,
+        Instant::now(),
+    )?;
+    Ok(Pool::Ready(c, Box::new(freezer)))
+}
+
 /// The policy spec with `--key`'s recorded steady count as TCC's warm start, and that count.
 /// Without a key, or with a `warm=` of the user's own, the spec as given; a record tact cannot
 /// use is reported and ignored (the run starts cold and replaces it at its first Steady).
@@ -178,16 +344,7 @@ fn warm_start(
     let Some(store) = store else {
         return Ok((spec.to_string(), None));
     };
-    let (name, options) = match spec.trim().split_once(':') {
-        Some((name, options)) => (name.trim(), options.trim()),
-        None => (spec.trim(), ""),
-    };
-    if name != "tcc" {
-        bail!(
-            "--key {}: warm start is TCC's; --policy {spec} has no steady count to record",
-            store.key()
-        );
-    }
+    let options = keyed_policy(spec, store.key())?;
     if options
         .split(',')
         .any(|pair| pair.split('=').next().is_some_and(|k| k.trim() == "warm"))
@@ -219,6 +376,18 @@ fn warm_start(
     Ok((spec, Some(count)))
 }
 
+/// The options of a policy spec given with `--key`, which must be TCC's.
+fn keyed_policy<'a>(spec: &'a str, key: &str) -> Result<&'a str> {
+    let (name, options) = match spec.trim().split_once(':') {
+        Some((name, options)) => (name.trim(), options.trim()),
+        None => (spec.trim(), ""),
+    };
+    if name != "tcc" {
+        bail!("--key {key}: warm start is TCC's; --policy {spec} has no steady count to record");
+    }
+    Ok(options)
+}
+
 /// The PSI reader when the spec turns TCC's `psi` on. PSI the kernel does not offer turns the
 /// feature off (spec §6 item 3), which the user is told now: the run goes on by throughput.
 fn pressure_meter(spec: &str, n_init: usize, n_max: usize) -> Option<PressureMeter> {
@@ -241,32 +410,25 @@ fn pressure_meter(spec: &str, n_init: usize, n_max: usize) -> Option<PressureMet
     }
 }
 
-/// A pidfd on the command's process, and the actuator: `--signals` sends through its own.
-fn attach(
-    pid: i32,
-    setup: Setup,
+/// `--signals`' actuator: it sends through its own pidfd on the command's process.
+fn signals_to(
+    root: &PidFd,
     cmd: &str,
+    receiver: signals::Receiver,
     target: usize,
     now: Instant,
-) -> Result<(PidFd, Actuator)> {
-    let root = PidFd::open(pid).context("cannot open a pidfd on the command")?;
-    let actuator = match setup {
-        Setup::Ready(actuator) => actuator,
-        Setup::Signals(receiver) => {
-            let fd = root
-                .as_fd()
-                .try_clone_to_owned()
-                .context("cannot duplicate the command's pidfd")?;
-            Actuator::Signals(Signals::new(
-                PidFd::from_owned(fd, pid),
-                cmd,
-                receiver,
-                target,
-                now,
-            ))
-        }
-    };
-    Ok((root, actuator))
+) -> Result<Actuator> {
+    let fd = root
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot duplicate the command's pidfd")?;
+    Ok(Actuator::Signals(Signals::new(
+        PidFd::from_owned(fd, root.pid()),
+        cmd,
+        receiver,
+        target,
+        now,
+    )))
 }
 
 /// `--init` and `--max`, with their defaults from the online CPUs.
@@ -325,10 +487,11 @@ fn pass_on(interrupted: &mut Option<Interrupted>, root: &PidFd, sig: Received) {
 }
 
 /// An actuator ready before the command starts, or what `--signals` knows of the command
-/// (signals need its process).
+/// (signals need its process), or `--freeze` (which needs its pool).
 enum Setup {
     Ready(Actuator),
     Signals(signals::Receiver),
+    Freeze,
 }
 
 /// How the count reaches the program.
@@ -336,6 +499,8 @@ enum Actuator {
     Jobserver(Jobserver),
     File(WorkersFile),
     Signals(Signals),
+    /// Boxed: far larger than the others.
+    Freeze(Box<Freezer>),
 }
 
 impl Actuator {
@@ -344,16 +509,18 @@ impl Actuator {
             Actuator::Jobserver(js) => js.set_target(target),
             Actuator::File(f) => f.write(target),
             Actuator::Signals(s) => s.set_target(target, now),
+            Actuator::Freeze(f) => f.set_target(target, now),
         }
     }
 
     /// The program's occupancy. Without a jobserver, the jobs running are the command's live
-    /// children and no queue is visible, so the pool counts as saturated exactly when they
-    /// reach the target.
+    /// children (a pool's thawed workers) and no queue is visible, so the pool counts as
+    /// saturated exactly when they reach the target.
     fn load(&self, target: usize, running: usize) -> Result<Load> {
         match self {
             Actuator::Jobserver(js) => js.load(target, running),
             Actuator::File(_) | Actuator::Signals(_) => Ok(Load::new(running, 0)),
+            Actuator::Freeze(f) => Ok(f.load()),
         }
     }
 
@@ -373,12 +540,38 @@ impl Actuator {
     }
 
     /// Finishes a change of the count that cannot happen at once: takes back tokens make
-    /// returned, sends the next signal once the program took the last.
+    /// returned, sends the next signal once the program took the last, freezes surplus
+    /// workers as they reach the end of a task.
     fn catch_up(&mut self, now: Instant) -> Result<()> {
         match self {
             Actuator::Jobserver(js) => js.reclaim(),
             Actuator::File(_) => Ok(()),
             Actuator::Signals(s) => s.flush(now),
+            Actuator::Freeze(f) => f.catch_up(now),
+        }
+    }
+
+    /// A signal is about to be passed on to the command: frozen workers must be able to take
+    /// it, so they are continued, for good.
+    fn release(&mut self) -> Result<()> {
+        match self {
+            Actuator::Freeze(f) => f.release(),
+            _ => Ok(()),
+        }
+    }
+
+    /// `n` jobs finished (a frozen pool watches for stalls).
+    fn completed(&mut self, n: usize, now: Instant) {
+        if let Actuator::Freeze(f) = self {
+            f.completed(n, now);
+        }
+    }
+
+    /// A frozen pool's counts, when they changed since the last call.
+    fn frozen(&mut self) -> Option<freeze::Frozen> {
+        match self {
+            Actuator::Freeze(f) => f.changed(),
+            _ => None,
         }
     }
 }
@@ -437,11 +630,17 @@ impl Tuner {
             // that tact can race make for it.
             let fd = self.actuator.reclaim_fd().unwrap_or(root.as_fd());
             match events.wait(fd, timeout)? {
-                Event::Signal(sig) => pass_on(&mut interrupted, root, sig),
+                Event::Signal(sig) => {
+                    self.actuator.release()?;
+                    pass_on(&mut interrupted, root, sig);
+                }
                 Event::Ready | Event::Timeout => {}
             }
             let now = Instant::now();
             self.actuator.catch_up(now)?;
+            if let Some(f) = self.actuator.frozen() {
+                self.report.frozen(now - self.start, f)?;
+            }
             if now >= next_poll {
                 self.poll(now)?;
                 next_poll = now + poll_every;
@@ -460,6 +659,7 @@ impl Tuner {
         let at = now - self.start;
         let finished = self.completions.poll(self.pid, now)?;
         self.done += finished.len() as u64;
+        self.actuator.completed(finished.len(), now);
         let running = self.completions.running(self.pid);
         let load = self.actuator.load(self.policy.target(), running)?;
         for latency in &finished {

@@ -1,6 +1,6 @@
-//! What `tact tune` tells: one JSON line per change of the count, per controller transition and
-//! per bottleneck reading (`--json-log`), transitions on stderr with `-v`, and a summary line at
-//! the end.
+//! What `tact tune` tells: one JSON line per change of the count, per controller transition,
+//! per bottleneck reading and per change of a frozen pool (`--json-log`), transitions and
+//! frozen counts on stderr with `-v`, and a summary line at the end.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 use tact_core::tune::{Load, Phase, Reason, Transition};
 
+use super::freeze::Frozen;
 use crate::trace::JsonLines;
 
 #[derive(Serialize)]
@@ -58,6 +59,19 @@ struct HintLine<'a> {
     utilization: f64,
 }
 
+/// `--freeze`: the pool's workers and how many of them tact holds frozen, whenever either
+/// changes (the frozen count follows the target as workers reach the end of a task).
+#[derive(Serialize)]
+struct FrozenLine {
+    t: f64,
+    kind: &'static str,
+    /// Live workers.
+    workers: usize,
+    frozen: usize,
+    /// Of the frozen, those stopped mid-task (after --freeze-wait).
+    mid_task: usize,
+}
+
 /// `--key`: the workload's key, where it is kept, and the count the run warm-starts from.
 #[derive(Serialize)]
 struct KeyLine<'a> {
@@ -82,6 +96,9 @@ struct EndLine {
     target_final: usize,
     /// The command's exit status as tact reports it.
     status: i32,
+    /// `--freeze`: the most workers frozen at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frozen_max: Option<usize>,
 }
 
 /// The summary of a run, for the last line.
@@ -98,6 +115,8 @@ pub struct Report {
     history: Vec<(usize, Duration)>,
     /// When the current target came into force.
     since: Duration,
+    /// `--freeze`: the most workers frozen at once, and the pool's largest size.
+    frozen_max: Option<(usize, usize)>,
 }
 
 impl Report {
@@ -107,6 +126,7 @@ impl Report {
             verbose,
             history: Vec::new(),
             since: Duration::ZERO,
+            frozen_max: None,
         })
     }
 
@@ -206,6 +226,35 @@ impl Report {
         }
     }
 
+    /// A frozen pool's counts changed at `t`.
+    pub fn frozen(&mut self, t: Duration, f: Frozen) -> Result<()> {
+        let (most, workers) = self.frozen_max.get_or_insert((0, 0));
+        *most = (*most).max(f.frozen);
+        *workers = (*workers).max(f.workers);
+        if self.verbose {
+            eprintln!(
+                "tact: tune: {:.2} s: {} of {} workers frozen{}",
+                t.as_secs_f64(),
+                f.frozen,
+                f.workers,
+                match f.mid_task {
+                    0 => String::new(),
+                    n => format!(" ({n} mid-task)"),
+                }
+            );
+        }
+        match &mut self.log {
+            Some(log) => log.line(&FrozenLine {
+                t: t.as_secs_f64(),
+                kind: "frozen",
+                workers: f.workers,
+                frozen: f.frozen,
+                mid_task: f.mid_task,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// A bottleneck reading at `t`, covering the time since the previous one.
     pub fn hint(&mut self, t: Duration, source: &impl std::fmt::Display, u: f64) -> Result<()> {
         match &mut self.log {
@@ -237,11 +286,12 @@ impl Report {
                 target_max: stats.max,
                 target_final: stats.last,
                 status: s.status,
+                frozen_max: self.frozen_max.map(|(most, _)| most),
             })?;
         }
         Ok(format!(
             "tact: tune: {} job{} finished in {:.1} s ({throughput:.2}/s); jobs at once: min {}, \
-             median {}, max {}, final {}",
+             median {}, max {}, final {}{}",
             s.completions,
             if s.completions == 1 { "" } else { "s" },
             s.wall.as_secs_f64(),
@@ -249,6 +299,9 @@ impl Report {
             stats.median,
             stats.max,
             stats.last,
+            self.frozen_max
+                .map(|(most, workers)| format!("; workers frozen: at most {most} of {workers}"))
+                .unwrap_or_default(),
         ))
     }
 }
@@ -314,6 +367,45 @@ mod tests {
     }
 
     #[test]
+    fn a_frozen_pool_is_logged_and_summed_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut r = Report::new(Some(&path), false).unwrap();
+        r.target(Duration::ZERO, 2, 0, Load::new(0, 0)).unwrap();
+        let f = |workers, frozen, mid_task| Frozen {
+            workers,
+            frozen,
+            mid_task,
+        };
+        r.frozen(Duration::from_millis(10), f(5, 3, 1)).unwrap();
+        r.frozen(Duration::from_millis(20), f(6, 2, 0)).unwrap();
+        r.frozen(Duration::from_millis(30), f(0, 0, 0)).unwrap();
+        let line = r
+            .finish(&Summary {
+                completions: 4,
+                wall: Duration::from_secs(1),
+                status: 0,
+            })
+            .unwrap();
+        assert!(line.ends_with("; workers frozen: at most 3 of 6"), "{line}");
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[1]["kind"], "frozen");
+        assert_eq!(
+            (
+                &lines[1]["workers"],
+                &lines[1]["frozen"],
+                &lines[1]["mid_task"]
+            ),
+            (&5.into(), &3.into(), &1.into())
+        );
+        assert_eq!(lines[4]["frozen_max"], 3);
+    }
+
+    #[test]
     fn the_log_has_targets_transitions_and_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
@@ -366,5 +458,8 @@ mod tests {
         assert_eq!(lines[3]["bottleneck"], "disk:vda@riops=300");
         assert_eq!(lines[3]["utilization"], 0.87);
         assert_eq!(lines[4]["completions"], 40);
+        // No pool was frozen: the end says nothing of one.
+        assert!(lines[4].get("frozen_max").is_none());
+        assert!(!line.contains("frozen"), "{line}");
     }
 }
