@@ -180,6 +180,19 @@ def bg_command(env, rig, m, start, seconds, out, tag):
     return rig.place_controller(cmd + ["--"] + rig.place_job(base))
 
 
+def pi_changes(lines):
+    """[[t, p in ms]] from the log's `pi` objects: the automatic PI's course over a point."""
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("kind") == "pi":
+            out.append([round(rec["t"], 3), round(1e3 * rec["pi"], 3)])
+    return out
+
+
 def run_point(env, rig, rep, i, m, params):
     seconds, warm = params["seconds"], params["warm"]
     env.seq += 1
@@ -222,6 +235,9 @@ def run_point(env, rig, rep, i, m, params):
                 lines = [x for x in f.read().splitlines() if x.strip()]
             res["tact_log_lines"] = len(lines)
             res["tact_log_last"] = lines[-3:]
+            res["tact_pi"] = pi_changes(lines)
+            if env.keep_logs:
+                shutil.copy(jl, os.path.join(env.keep_logs, f"{tag}-i{i:g}-{mode_label(m).replace(' ', '-')}.jsonl"))
     for path in (os.path.join(env.tmp, f"{tag}.{w}") for w in ("fg.log", "bg.log", "tact.jsonl")):
         if os.path.exists(path):
             os.unlink(path)
@@ -516,6 +532,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "idle"))
     ap.add_argument("--lock", default=DEFAULT_LOCK,
                     help="wait while this file exists, then hold it during the run ('' to skip)")
+    ap.add_argument("--keep-logs", action="store_true",
+                    help="keep every tact point's --json-log in OUT/logs (held, released, pi, counters)")
     ap.add_argument("--from-results", metavar="FILE", help="run nothing: report on a saved results.json")
     ap.add_argument("--self-test", action="store_true", help="check the model, records and targets, then exit")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and its estimated duration, then exit")
@@ -583,6 +601,9 @@ def main():
     os.makedirs(env.tmp)
     CLEANUP.push("tmpdir", lambda: shutil.rmtree(env.tmp, ignore_errors=True))
     env.tact, env.tact_flags, env.seq = tact, tact_flags, 0
+    env.keep_logs = os.path.join(outdir, "logs") if args.keep_logs else None
+    if env.keep_logs:
+        os.makedirs(env.keep_logs, exist_ok=True)
     env.procs = Procs(CLEANUP)
     loadgen = os.path.join(env.tmp, "loadgen")
     subprocess.run(["cc", "-O2", "-Wall", "-o", loadgen, os.path.join(HERE, "loadgen.c")], check=True)
