@@ -712,6 +712,7 @@ mod tests {
         };
         for (own, wire) in [
             (OwnTraffic::Namespace, "namespace"),
+            (OwnTraffic::HtbClass, "htb_class"),
             (OwnTraffic::TcpSockets, "tcp_sockets"),
             (OwnTraffic::Unknown, "none"),
         ] {
@@ -754,8 +755,8 @@ mod tests {
         );
         assert!(
             e.starts_with(
-                "report.idle.gates[0].own_traffic: must be one of namespace, tcp_sockets, none, \
-                 not \"udp_sockets\""
+                "report.idle.gates[0].own_traffic: must be one of namespace, htb_class, tcp_sockets, \
+                 none, not \"udp_sockets\""
             ),
             "{e}"
         );

@@ -163,6 +163,10 @@ pub struct GateReport {
 pub enum OwnTraffic {
     /// The job has a network namespace of its own: its interfaces' counters.
     Namespace,
+    /// The job shares tact's namespace and its packets are marked into its class of tact's htb
+    /// tree: the class's counters for what it sends (every protocol), its TCP sockets for what
+    /// it receives; its received UDP and other traffic counts as foreground.
+    HtbClass,
     /// The job shares tact's namespace: the byte counters of its TCP sockets (sock_diag); its
     /// UDP and other traffic counts as foreground.
     TcpSockets,
@@ -172,8 +176,9 @@ pub enum OwnTraffic {
 }
 
 impl OwnTraffic {
-    pub const ALL: [OwnTraffic; 3] = [
+    pub const ALL: [OwnTraffic; 4] = [
         OwnTraffic::Namespace,
+        OwnTraffic::HtbClass,
         OwnTraffic::TcpSockets,
         OwnTraffic::Unknown,
     ];
@@ -181,6 +186,7 @@ impl OwnTraffic {
     pub fn as_str(self) -> &'static str {
         match self {
             OwnTraffic::Namespace => "namespace",
+            OwnTraffic::HtbClass => "htb_class",
             OwnTraffic::TcpSockets => "tcp_sockets",
             OwnTraffic::Unknown => "none",
         }

@@ -41,10 +41,7 @@ fn suspended_job() -> Suspended {
     let runtime = tempfile::tempdir().unwrap();
     let (tact, log) = start_stalling(dir.path(), runtime.path());
     let pid = tact.id() as i32;
-    wait_for(Duration::from_secs(20), "the job to start", || {
-        job_of(pid).is_some()
-    });
-    let job = job_of(pid).unwrap();
+    let job = wait_for_some(Duration::from_secs(20), "the job to start", || job_of(pid));
     wait_for_long_stop(&log, job, 0.8);
     Suspended {
         tact,

@@ -333,14 +333,19 @@ fn idle_cpu_puts_the_job_in_an_idle_cgroup_and_removes_it_after() {
         tact: Some(tact),
         pids: Vec::new(),
     };
-    wait_for(Duration::from_secs(30), "the job and its child", || {
-        job_of(tact_pid).is_some_and(|j| children_matching(j, "sleep 600").len() == 1)
+    let job = wait_for_some(Duration::from_secs(30), "the job and its child", || {
+        job_of(tact_pid).filter(|&j| children_matching(j, "sleep 600").len() == 1)
     });
-    let job = job_of(tact_pid).unwrap();
     let child = children_matching(job, "sleep 600")[0];
     reap.pids = vec![child, job];
+    // The subshell ignores SIGTERM once it runs sleep: it sets the trap, then execs.
+    wait_for(Duration::from_secs(30), "the child to run sleep", || {
+        ProcReader::new()
+            .cmdline(child)
+            .is_ok_and(|a| a == ["sleep", "600"])
+    });
     let idle = cgroups.cpu().join(format!("tact-{tact_pid}-idle"));
-    // The child may have been forked before tact moved the job: tact moves it at its next look.
+    // The job joins the group as it starts, and forks its child there.
     wait_for(
         Duration::from_secs(30),
         "the job in the idle cgroup",
@@ -348,10 +353,11 @@ fn idle_cpu_puts_the_job_in_an_idle_cgroup_and_removes_it_after() {
     );
     let flag = std::fs::read_to_string(idle.join("cpu.idle")).unwrap();
     assert_eq!(flag.trim(), "1");
-    assert_eq!(nix_policy(job), libc::SCHED_IDLE, "SCHED_IDLE as well");
+    // The job is in the group from its start; tact sets SCHED_IDLE once it has attached.
     wait_for(Duration::from_secs(30), "the log's start", || {
         !log_lines(&log).is_empty()
     });
+    assert_eq!(nix_policy(job), libc::SCHED_IDLE, "SCHED_IDLE as well");
     assert_eq!(log_lines(&log)[0]["cpu_idle"], "cgroup");
 
     // SIGTERM: tact takes the group down before it passes the signal on.
@@ -372,7 +378,7 @@ fn idle_cpu_puts_the_job_in_an_idle_cgroup_and_removes_it_after() {
     assert_eq!(
         cpu_cgroup(child),
         cgroups.cpu(),
-        "moved back to tact's cgroup"
+        "moved back to tact's cgroup: {err}"
     );
 }
 
@@ -388,10 +394,9 @@ fn idle_cpu_puts_every_thread_and_later_children_in_sched_idle() {
     let cgroups = TestCgroups::new("sched-idle").ok();
     let (tact, log) = start_tact_in(cgroups.as_ref(), dir.path(), &["--idle", "cpu"], &cmd);
     let tact_pid = tact.id() as i32;
-    wait_for(Duration::from_secs(30), "the job to start", || {
-        job_of(tact_pid).is_some()
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
     });
-    let job = job_of(tact_pid).unwrap();
     wait_for(Duration::from_secs(30), "the later child", || {
         children_matching(job, "sleep 60").len() == 1
     });
@@ -423,10 +428,9 @@ fn idle_disk_holds_the_job_while_the_foreground_writes_and_releases_it_after() {
     let started = Instant::now();
     let (tact, log) = start_tact(dir.path(), &["--idle", "disk:/", "--preempt", "20ms"], &bg);
     let tact_pid = tact.id() as i32;
-    wait_for(Duration::from_secs(30), "the job to start", || {
-        job_of(tact_pid).is_some()
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
     });
-    let job = job_of(tact_pid).unwrap();
     // The foreground: 3 s of O_DIRECT writes to the same disk, without pauses.
     let fg_began = log_now(started);
     let mut fg = spawn(&direct_writer(&dir.path().join("fg.dat"), 3.0, 0.0));
@@ -477,10 +481,9 @@ fn idle_net_holds_the_job_while_foreground_traffic_flows_on_lo() {
         &["sleep".to_string(), "600".to_string()],
     );
     let tact_pid = tact.id() as i32;
-    wait_for(Duration::from_secs(30), "the job to start", || {
-        job_of(tact_pid).is_some()
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
     });
-    let job = job_of(tact_pid).unwrap();
     let mut fg = spawn(&udp_sender(3.0));
     let held_samples = stopped_while(job, &mut fg, Duration::from_secs(120));
     assert!(
@@ -603,10 +606,9 @@ fn a_job_that_moves_to_its_own_namespace_after_it_starts_is_not_its_own_foregrou
         .unwrap();
     // `ip netns exec` execs tact in place.
     let tact_pid = tact.id() as i32;
-    wait_for(Duration::from_secs(30), "the job to start", || {
-        job_of(tact_pid).is_some()
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
     });
-    let job = job_of(tact_pid).unwrap();
     wait_for(Duration::from_secs(60), "tact to notice the move", || {
         log_lines(&log).iter().any(|v| v["kind"] == "netns")
     });
@@ -657,10 +659,9 @@ fn sigkill_of_tact_while_the_job_is_held_resumes_it() {
         &["sleep".to_string(), "600".to_string()],
     );
     let tact_pid = tact.id() as i32;
-    wait_for(Duration::from_secs(30), "the job to start", || {
-        job_of(tact_pid).is_some()
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
     });
-    let job = job_of(tact_pid).unwrap();
     let mut fg = spawn(&udp_sender(2.0));
     wait_for(Duration::from_secs(60), "the job to be held", || {
         stopped(job)
@@ -732,4 +733,256 @@ fn a_zero_pi_is_accepted_and_bad_input_gets_one_clear_line() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// What `tact run --idle cpu -- cat /proc/self/cgroup -` showed: the job's first act is to print
+/// its cgroups; it then copies stdin, which the test holds open until tact has set the job up.
+struct FirstLook {
+    tact_pid: i32,
+    status: std::process::ExitStatus,
+    /// The job's output: `/proc/self/cgroup` as it was when it started.
+    cgroups: String,
+    stderr: String,
+    start: serde_json::Value,
+}
+
+/// Runs that job with tact in `cgroups`, as user nobody when `unprivileged`.
+fn first_look(cgroups: &TestCgroups, dir: &Path, unprivileged: bool) -> FirstLook {
+    use std::os::unix::process::CommandExt;
+    let log = dir.join("idle.jsonl");
+    let mut command = tact();
+    cgroups.enter(&mut command);
+    if unprivileged {
+        // Readable and writable by nobody: the log, the runtime dir and the job's directory.
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        // SAFETY: setgroups, setgid and setuid are async-signal-safe system calls.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut tact = command
+        .env("TACT_RUNTIME_DIR", dir.join("runtime"))
+        .env("TACT_SOCKET", dir.join("no-daemon.sock"))
+        .current_dir(dir)
+        .args(["run", "--idle", "cpu", "--json-log"])
+        .arg(&log)
+        .args(["--", "cat", "/proc/self/cgroup", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tact_pid = tact.id() as i32;
+    wait_for(Duration::from_secs(60), "tact to set the job up", || {
+        !log_lines(&log).is_empty() || tact.try_wait().unwrap().is_some()
+    });
+    drop(tact.stdin.take()); // the job's end of input: it exits, and tact with it
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = tact.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = tact.kill();
+            panic!("tact did not exit after its job's input closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |pipe: &mut dyn std::io::Read| {
+        let mut text = String::new();
+        pipe.read_to_string(&mut text).unwrap();
+        text
+    };
+    FirstLook {
+        tact_pid,
+        status,
+        cgroups: read(tact.stdout.as_mut().unwrap()),
+        stderr: read(tact.stderr.as_mut().unwrap()),
+        start: log_lines(&log).first().cloned().unwrap_or_default(),
+    }
+}
+
+/// The directory a `/proc/PID/cgroup` text names in the cpu hierarchy (`acct`: the cpuacct one).
+fn dir_in(text: &str, hier: &CpuHierarchy, acct: bool) -> PathBuf {
+    let (controller, mount) = match (acct, &hier.cpuacct) {
+        (true, Some(m)) => ("cpuacct", m),
+        _ => ("cpu", &hier.cpu),
+    };
+    let path = text
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let wanted = match hier.version {
+                CgroupVersion::V2 => id == "0" && controllers.is_empty(),
+                CgroupVersion::V1 => controllers.split(',').any(|c| c == controller),
+            };
+            wanted.then_some(path)
+        })
+        .unwrap_or_else(|| panic!("no {controller} line in {text:?}"));
+    mount.dir_of(path).unwrap()
+}
+
+/// The cgroups test of issue 5: the job's first process is in `tact-<PID>-idle/job` when it
+/// execs (it prints `/proc/self/cgroup` as its first act), in the cpu hierarchy and in a
+/// separate cpuacct one, and the group is gone at the end.
+#[test]
+fn idle_cpu_job_is_in_its_idle_cgroup_from_its_first_instruction() {
+    let cgroups = match TestCgroups::new("first-look") {
+        Ok(c) if c.version == CgroupVersion::V1 && c.cpu().join("cpu.idle").exists() => c,
+        Ok(_) => {
+            eprintln!(
+                "skipped: the test's cgroups are on cgroup v2, or the kernel has no cpu.idle"
+            );
+            return;
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let look = first_look(&cgroups, dir.path(), false);
+    assert!(look.status.success(), "{:?}: {}", look.status, look.stderr);
+    let idle = format!("tact-{}-idle", look.tact_pid);
+    let hier = CpuHierarchy::detect().unwrap();
+    assert_eq!(
+        dir_in(&look.cgroups, &hier, false),
+        cgroups.cpu().join(&idle).join("job"),
+        "{}",
+        look.cgroups
+    );
+    if let Some(test_acct) = cgroups.dirs.get(1) {
+        assert_eq!(
+            dir_in(&look.cgroups, &hier, true),
+            test_acct.join(&idle).join("job"),
+            "{}",
+            look.cgroups
+        );
+    }
+    assert_eq!(look.start["cpu_idle"], "cgroup", "{}", look.stderr);
+    assert!(
+        look.stderr.contains("from its first instruction"),
+        "{}",
+        look.stderr
+    );
+    for d in &cgroups.dirs {
+        assert!(
+            !d.join(&idle).exists(),
+            "{} is left",
+            d.join(&idle).display()
+        );
+    }
+}
+
+/// Where tact may not make the idle cgroup (here: it runs as nobody), the job starts all the
+/// same, in tact's own cgroup, with SCHED_IDLE alone, and tact says why.
+#[test]
+fn idle_cpu_without_a_cgroup_falls_back_to_sched_idle_and_says_why() {
+    let cgroups = match TestCgroups::new("fallback") {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let look = first_look(&cgroups, dir.path(), true);
+    assert!(look.status.success(), "{:?}: {}", look.status, look.stderr);
+    let hier = CpuHierarchy::detect().unwrap();
+    assert_eq!(
+        dir_in(&look.cgroups, &hier, false),
+        cgroups.cpu(),
+        "{}",
+        look.cgroups
+    );
+    assert_eq!(look.start["cpu_idle"], "sched_idle", "{}", look.stderr);
+    assert!(
+        look.stderr
+            .contains("SCHED_IDLE for every thread only; cgroup cpu.idle not used: "),
+        "{}",
+        look.stderr
+    );
+    if hier.version == CgroupVersion::V1 {
+        // The group's directory, under a cgroup only root may write.
+        assert!(look.stderr.contains("Permission denied"), "{}", look.stderr);
+    }
+    assert!(!cgroups
+        .cpu()
+        .join(format!("tact-{}-idle", look.tact_pid))
+        .exists());
+}
+
+/// A job that cannot join its idle cgroup is not started: tact fails (status 125) and names the
+/// file, and removes the group. Here the join fails as the kernel refuses it for a realtime
+/// process: with RT group scheduling, a new v1 cpu cgroup has no realtime runtime, so tact runs
+/// SCHED_RR (in the test's cgroup, given some) and its child, still SCHED_RR between fork and
+/// exec, is refused.
+#[test]
+fn a_job_that_cannot_join_its_idle_cgroup_is_not_started() {
+    use std::os::unix::process::CommandExt;
+    let cgroups = match TestCgroups::new("no-join") {
+        Ok(c)
+            if c.version == CgroupVersion::V1
+                && c.cpu().join("cpu.idle").exists()
+                && c.cpu().join("cpu.rt_runtime_us").exists() =>
+        {
+            c
+        }
+        Ok(_) => {
+            eprintln!("skipped: needs cgroup v1 with cpu.idle and RT group scheduling");
+            return;
+        }
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    // 10 ms a second: the kernel lets realtime tasks into a group only with a runtime.
+    std::fs::write(cgroups.cpu().join("cpu.rt_runtime_us"), "10000").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let mut command = tact();
+    cgroups.enter(&mut command);
+    // SAFETY: sched_setscheduler is an async-signal-safe system call.
+    unsafe {
+        command.pre_exec(|| {
+            let param = libc::sched_param { sched_priority: 1 };
+            if libc::sched_setscheduler(0, libc::SCHED_RR, &param) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = command
+        .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+        .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+        .current_dir(dir.path())
+        .args(["run", "--idle", "cpu", "--", "touch"])
+        .arg(&ran)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("the job could not join its idle cgroup, so it was not started")
+            && err.contains("-idle/job/cgroup.procs")
+            && err.contains("Invalid argument"),
+        "{err}"
+    );
+    assert!(!ran.exists(), "the job ran");
+    let left: Vec<_> = std::fs::read_dir(cgroups.cpu())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -285,9 +285,9 @@ fn the_jobs_packets_go_below_the_foreground_and_everything_goes_at_its_end() {
     let cgroup = started(&rig, &tact.0, &log);
     wait_for(PATIENCE, "the job to send", || sent.exists());
     let (fg, bg) = rig.classes();
-    // Two seconds of 1400-byte datagrams every millisecond, held often by the gate (the job's
-    // own traffic counts as foreground, so how many got out depends on the load); the
-    // foreground class saw stray frames at most.
+    // Two seconds of 1400-byte datagrams every millisecond (its class counts them as its own
+    // traffic, not foreground, but how many got out depends on the load); the foreground class
+    // saw stray frames at most.
     assert!(bg > 20 * 1400, "background class: {bg} bytes");
     assert!(
         fg < 16 << 10,

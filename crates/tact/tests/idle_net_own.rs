@@ -233,10 +233,9 @@ fn the_job_is_still_held_while_another_process_sends_on_the_link() {
     let dir = tempfile::tempdir().unwrap();
     let tact = start_tact(&link, dir.path(), &bulk_sender(600.0, None));
     let tact_pid = tact.id() as i32;
-    wait_for(Duration::from_secs(30), "the job to start", || {
-        job_of(tact_pid).is_some()
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
     });
-    let job = job_of(tact_pid).unwrap();
     // The job's flow runs on its own first: tact has found its socket.
     std::thread::sleep(Duration::from_secs(1));
     let fg_from = Instant::now();

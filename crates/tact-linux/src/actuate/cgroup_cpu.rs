@@ -11,7 +11,8 @@
 //!   filesystem root and the procfs root are all injectable, so tests run on fixture trees.
 //! * [`CpuGroups::create`] makes `BASE/NAME` (BASE: the caller's own cgroup in that hierarchy,
 //!   or a given directory), [`CpuGroups::add_entity`] one child per entity, [`CpuGroups::move_pid`]
-//!   writes `cgroup.procs`, [`CpuGroups::usage_ns`] reads v2 `cpu.stat usage_usec` or v1
+//!   writes `cgroup.procs` ([`CpuGroups::join_before_exec`]: a starting command's child writes
+//!   it itself, before it execs), [`CpuGroups::usage_ns`] reads v2 `cpu.stat usage_usec` or v1
 //!   `cpuacct.usage` (when cpuacct is a separate hierarchy, from a mirror directory tact keeps
 //!   there), and [`CpuGroups::teardown`] (also run on drop) moves every process back to the cgroup
 //!   it came from and removes the directories.
@@ -25,9 +26,11 @@ use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::actuate::cgroup_join::{self, JoinCheck};
 use crate::actuate::stale;
 use crate::actuate::tree::JobTree;
 use crate::error::{Error, Result};
@@ -622,6 +625,18 @@ impl CpuGroups {
         Ok(())
     }
 
+    /// Makes the child that `command` spawns join entity `e` (and its cpuacct mirror) between
+    /// fork and exec, so it runs there from its first instruction; a failed join fails the spawn
+    /// ([`cgroup_join`]). The child has no recorded origin: teardown moves it to BASE, the
+    /// cgroup of this process, which it forked from.
+    pub fn join_before_exec(&self, e: EntityId, command: &mut Command) -> Result<JoinCheck> {
+        let ent = self.entity(e)?;
+        let dirs: Vec<&Path> = std::iter::once(ent.dir.as_path())
+            .chain(ent.acct_dir.as_deref())
+            .collect();
+        cgroup_join::join_before_exec(command, &dirs)
+    }
+
     /// Moves the process `id` into entity `e` after checking that its pid still names it.
     pub fn move_proc(&mut self, e: EntityId, id: ProcId) -> Result<()> {
         match self.hier.reader.stat(id.pid) {
@@ -1013,6 +1028,82 @@ pub(crate) fn writable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    /// The hierarchy a fixture `mountinfo` describes under the temporary root `fs`, with this
+    /// process's cgroups (`/proc/self/cgroup`) given as `own`.
+    fn fixture_hierarchy(mountinfo: &str, fs: &Path, own: &str) -> CpuHierarchy {
+        let info = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(mountinfo)
+            .join("mountinfo");
+        write(&fs.join("proc/self/cgroup"), own);
+        CpuHierarchy::detect_in(&info, fs, ProcReader::with_root(fs.join("proc"))).unwrap()
+    }
+
+    /// Makes `BASE/tact-test-join/job` and has a child join it before it execs `true`; the
+    /// `cgroup.procs` files the kernel would make in `job` (and its cpuacct mirror) are made
+    /// here. `forget`: a fixture's directories hold plain files, which teardown cannot rmdir.
+    fn join_on_fixture(hier: CpuHierarchy, kernel_files: &[PathBuf]) {
+        let mut groups = CpuGroups::create(hier, "tact-test-join", None).unwrap();
+        let (job, _) = groups.add_entity("job", 1).unwrap();
+        for f in kernel_files {
+            write(f, "");
+        }
+        let mut command = Command::new("true");
+        let check = groups.join_before_exec(job, &mut command).unwrap();
+        assert!(command.status().unwrap().success());
+        assert!(check.failure().is_none());
+        std::mem::forget(groups);
+    }
+
+    #[test]
+    fn on_v2_the_job_joins_its_subgroup_in_the_unified_tree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("sys/fs/cgroup");
+        write(&cg.join("cgroup.controllers"), "cpu memory\n");
+        let base = cg.join("work");
+        write(&base.join("cgroup.controllers"), "cpu memory\n");
+        write(&base.join("cgroup.subtree_control"), "");
+        write(&base.join("cgroup.procs"), "");
+        let hier = fixture_hierarchy("cgroup-v2", tmp.path(), "0::/work\n");
+        assert_eq!(hier.version, CgroupVersion::V2);
+        let job = base.join("tact-test-join/job/cgroup.procs");
+        join_on_fixture(hier, std::slice::from_ref(&job));
+        assert_eq!(fs::read_to_string(job).unwrap(), "0");
+        assert_eq!(fs::read_to_string(base.join("cgroup.procs")).unwrap(), "");
+        // The idle group itself enables cpu for its child and holds no process.
+        assert!(!base.join("tact-test-join/cgroup.procs").exists());
+    }
+
+    #[test]
+    fn on_a_hybrid_machine_the_job_joins_the_v1_cpu_and_cpuacct_subgroups() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("sys/fs/cgroup");
+        // The cgroup2 mount has no controllers here (no cgroup.controllers): v1 has cpu.
+        write(&cg.join("unified/cgroup.procs"), "");
+        fs::create_dir_all(cg.join("cpu/work")).unwrap();
+        fs::create_dir_all(cg.join("cpuacct/work")).unwrap();
+        let own = "2:cpuacct:/work\n1:cpu:/work\n0::/\n";
+        let hier = fixture_hierarchy("cgroup-hybrid", tmp.path(), own);
+        assert_eq!(hier.version, CgroupVersion::V1);
+        let files = [
+            cg.join("cpu/work/tact-test-join/job/cgroup.procs"),
+            cg.join("cpuacct/work/tact-test-join/job/cgroup.procs"),
+        ];
+        join_on_fixture(hier, &files);
+        for f in &files {
+            assert_eq!(fs::read_to_string(f).unwrap(), "0", "{}", f.display());
+        }
+        assert_eq!(
+            fs::read_to_string(cg.join("unified/cgroup.procs")).unwrap(),
+            ""
+        );
+    }
 
     #[test]
     fn weights_keep_ratios() {

@@ -12,8 +12,10 @@
 //!
 //! That is a priority queue (p = 0). The gate adds the preemption interval by clamping the
 //! background ceil to its 8 kbit floor while in P ([`HtbPlan::hold_bg`]) and opening it again
-//! afterwards ([`HtbPlan::release_bg`]). The background class counters ([`Tc::class_stats`]) are
-//! the job's own transmitted traffic, which the network probe cannot get otherwise.
+//! afterwards ([`HtbPlan::release_bg`]). The background class counters are the job's own
+//! transmitted traffic, every protocol, which the network probe cannot get otherwise: the idle
+//! gate reads them at every probe over rtnetlink ([`crate::probe::htb_class`]), tests also
+//! with `tc` ([`Tc::class_stats`]).
 //!
 //! Classification. DSCP is a per-socket setting (IP_TOS / IPV6_TCLASS) that only the socket's
 //! owner can set, so a job either marks its own sockets (default LE = DSCP 1, RFC 8622) or is

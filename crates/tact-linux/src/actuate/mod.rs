@@ -3,6 +3,7 @@
 pub mod affinity;
 pub mod cgroup2;
 pub mod cgroup_cpu;
+pub mod cgroup_join;
 pub mod cgroup_knobs;
 pub mod cpu_idle;
 pub mod htb;

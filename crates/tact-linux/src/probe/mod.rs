@@ -6,6 +6,7 @@ pub mod busy;
 pub mod caps;
 pub mod cpu;
 pub mod diskstats;
+pub mod htb_class;
 pub mod members;
 pub mod netstats;
 pub mod proc;

@@ -53,6 +53,8 @@ pub struct TcpCounters {
     pub bytes_received: u64,
     /// Segments either way, pure ACKs included (each has headers on the link).
     pub segments: u64,
+    /// Of `segments`, the received ones.
+    pub segs_in: u64,
 }
 
 impl TcpCounters {
@@ -62,6 +64,17 @@ impl TcpCounters {
             bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
             segments: self.segments.saturating_sub(earlier.segments),
+            segs_in: self.segs_in.saturating_sub(earlier.segs_in),
+        }
+    }
+
+    /// The received half: what came in, for a gate that has the sent half from elsewhere.
+    pub fn received(&self) -> TcpCounters {
+        TcpCounters {
+            bytes_sent: 0,
+            bytes_received: self.bytes_received,
+            segments: self.segs_in,
+            segs_in: self.segs_in,
         }
     }
 
@@ -237,6 +250,7 @@ fn tcp_socket(r: &InetResponse) -> Option<TcpSocket> {
             bytes_sent: info.bytes_sent,
             bytes_received: info.bytes_received,
             segments: u64::from(info.segs_out) + u64::from(info.segs_in),
+            segs_in: u64::from(info.segs_in),
         },
     })
 }
@@ -481,6 +495,8 @@ pub struct JobSockets {
     known: Vec<Tracked>,
     /// The job's socket fds at the last dump.
     looked_for: HashSet<u64>,
+    /// Whether only what the sockets received counts ([`JobSockets::count_received_only`]).
+    received_only: bool,
 }
 
 /// A socket of the job, with its counters at the last look and what it carried in the interval
@@ -513,7 +529,23 @@ impl JobSockets {
             addresses: Addresses::default(),
             known: Vec::new(),
             looked_for: HashSet::new(),
+            received_only: false,
         })
+    }
+
+    /// Counts only what the sockets receive from now on (or again both ways): for when the
+    /// job's sent traffic is counted elsewhere, exactly (its htb class: `probe::htb_class`).
+    pub fn count_received_only(&mut self, yes: bool) {
+        self.received_only = yes;
+    }
+
+    /// What of `c` counts.
+    fn counted(&self, c: &TcpCounters) -> TcpCounters {
+        if self.received_only {
+            c.received()
+        } else {
+            *c
+        }
     }
 
     pub fn link(&self) -> LinkKind {
@@ -530,11 +562,11 @@ impl JobSockets {
             match self.diag.lookup(&t.socket)? {
                 Some(now) => {
                     t.last = now.since(&t.socket.counters);
-                    look.carried.add(&self.link, &t.last, v6);
+                    look.carried.add(&self.link, &self.counted(&t.last), v6);
                     t.socket.counters = now;
                     open.push(t);
                 }
-                None => look.vanished.add(&self.link, &t.last, v6),
+                None => look.vanished.add(&self.link, &self.counted(&t.last), v6),
             }
         }
         self.known = open;
@@ -576,7 +608,7 @@ impl JobSockets {
         };
         let mut fresh = Carried::default();
         for s in new.into_iter().filter(|s| !skip.contains(&s.inode)) {
-            fresh.add(&self.link, &s.counters, s.v6());
+            fresh.add(&self.link, &self.counted(&s.counters), s.v6());
             self.known.push(Tracked {
                 socket: s,
                 last: TcpCounters::default(),
@@ -656,6 +688,7 @@ mod tests {
                 bytes_sent: 201_330_952,
                 bytes_received: 0,
                 segments: 141_038,
+                segs_in: 0,
             },
             false,
         );
@@ -677,6 +710,7 @@ mod tests {
                 bytes_sent: 50_003_968,
                 bytes_received: 0,
                 segments: 867,
+                segs_in: 0,
             },
             false,
         );
@@ -714,9 +748,24 @@ mod tests {
             bytes_sent: 1000,
             bytes_received: 0,
             segments: 1,
+            segs_in: 0,
         };
         c.add(&ETHER, &one, true);
         assert_eq!(c.frame_bytes(&ETHER, 1), 1000 + 14 + 40 + 32);
+    }
+
+    #[test]
+    fn the_received_half_is_the_payload_and_segments_that_came_in() {
+        // A bulk sender: its data out, ACKs in.
+        let c = TcpCounters {
+            bytes_sent: 1_448_000,
+            bytes_received: 0,
+            segments: 1_500,
+            segs_in: 500,
+        };
+        let mut r = Carried::default();
+        r.add(&ETHER, &c.received(), false);
+        assert_eq!(r.frame_bytes(&ETHER, 2_000), 500 * 66);
     }
 
     fn v4(a: [u8; 4]) -> IpAddr {

@@ -148,6 +148,7 @@ fn idle_lines(idle: &IdleReport) -> Vec<String> {
         if let Some(own) = g.own_traffic {
             line.push_str(match own {
                 OwnTraffic::Namespace => ", own traffic: the job's network namespace",
+                OwnTraffic::HtbClass => ", own traffic: the job's htb class",
                 OwnTraffic::TcpSockets => ", own traffic: the job's TCP sockets",
                 OwnTraffic::Unknown => ", own traffic: none (counted as foreground)",
             });
@@ -388,6 +389,10 @@ mod tests {
                         own_traffic: Some(OwnTraffic::Unknown),
                         ..gate("net:lo2", GateState::Released)
                     },
+                    GateReport {
+                        own_traffic: Some(OwnTraffic::HtbClass),
+                        ..gate("net:eth1", GateState::Released)
+                    },
                 ],
             }),
         };
@@ -421,14 +426,19 @@ mod tests {
             text.contains("harm 25.0%, own traffic: none (counted as foreground)\n"),
             "{text}"
         );
+        assert!(
+            text.contains("harm 25.0%, own traffic: the job's htb class\n"),
+            "{text}"
+        );
         // A disk has no own traffic to tell apart.
-        assert_eq!(text.matches("own traffic").count(), 3, "{text}");
+        assert_eq!(text.matches("own traffic").count(), 4, "{text}");
         // `--json` prints the reply as it came: the field by its wire name, absent for disks.
         let json = serde_json::to_value(&status).unwrap();
         let gates = &json["jobs"][0]["idle"]["gates"];
         assert_eq!(gates[1]["own_traffic"], "tcp_sockets", "{json}");
         assert_eq!(gates[2]["own_traffic"], "namespace", "{json}");
         assert_eq!(gates[3]["own_traffic"], "none", "{json}");
+        assert_eq!(gates[4]["own_traffic"], "htb_class", "{json}");
         assert!(gates[0].get("own_traffic").is_none(), "{json}");
         assert!(
             text.contains(

@@ -8,11 +8,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
+use tact_linux::actuate::cgroup_join::JoinCheck;
 use tact_linux::probe::block_device::{BlockDevice, BlockResolver};
 use tact_linux::probe::netstats::NetReader;
 use tact_linux::state::StateDir;
 
+use super::idle_cgroup::IdleCgroup;
 use super::idle_log::NetKernel;
 use super::idle_net::{shaper_for, Marking, NetOptions, Shaper};
 use super::idle_watch::default_route_interface;
@@ -107,17 +108,20 @@ impl Gated {
 /// Everything decided from the command line before the job starts, so bad input fails before
 /// anything runs.
 pub struct IdleSettings {
-    pub cpu: bool,
+    /// `Some` with `--idle cpu`: its idle cgroup, made before the job starts so that the job
+    /// joins it before it execs ([`IdleSettings::join_before_exec`]), or why not (`Err`:
+    /// SCHED_IDLE alone then). Boxed, as the marking is.
+    pub cpu_cgroup: Option<Box<Result<IdleCgroup, String>>>,
     pub gated: Vec<Gated>,
     pub preempt: Option<Preempt>,
     /// Each gated link's htb tree (where tact may build one) and what the log says about it,
     /// in the order of the `Gated::Net` entries: built before the job starts, so that a tree
     /// the user asked for with `--net-rate` and cannot have stops tact before anything runs.
     pub shapers: Vec<(Option<Shaper>, NetKernel)>,
-    /// The marking of the job's packets, set up before the job starts where its directory is
-    /// tact's own to place the job in ([`IdleSettings::join_before_exec`]); `Err`: why not.
-    /// `None` when there is nothing to mark into, for `tact attach`, or when `--idle cpu`'s
-    /// cgroup on cgroup v2 is to be matched instead (made after the start: marked then).
+    /// The marking of the job's packets, set up before the job starts: matching `--idle cpu`'s
+    /// cgroup when it is on cgroup v2, else a directory of its own; the job joins either before
+    /// it execs ([`IdleSettings::join_before_exec`]). `Err`: why not. `None` when there is
+    /// nothing to mark into, or for `tact attach`.
     /// Boxed: it is most of the settings' size, and they travel in an enum with the polite ones.
     pub marking: Option<Box<Result<Marking, String>>>,
     pub json_log: Option<JsonLines>,
@@ -188,17 +192,30 @@ impl IdleSettings {
             .into_iter()
             .map(|iface| shaper_for(iface, net, &runtime.join("htb")))
             .collect::<Result<Vec<_>>>()?;
-        let cpu_on_v2 = || CpuHierarchy::detect().is_ok_and(|h| h.version == CgroupVersion::V2);
-        let marking =
-            (!restore && shapers.iter().any(|(s, _)| s.is_some()) && !(cpu && cpu_on_v2()))
-                .then(|| Box::new(Marking::setup(None)));
+        let cpu_cgroup = cpu.then(|| {
+            Box::new(if restore {
+                // An attached process stays in its own cgroup: moving it would take it out of
+                // the limits of the service it belongs to.
+                Err("tact attach leaves the process in its own cgroup".to_string())
+            } else {
+                IdleCgroup::prepare()
+            })
+        });
+        // On cgroup v2 the job's sockets carry the idle cgroup: the rule matches it, so the job
+        // joins one directory, not two.
+        let placed = match cpu_cgroup.as_deref() {
+            Some(Ok(g)) => g.v2_placement(),
+            _ => None,
+        };
+        let marking = (!restore && shapers.iter().any(|(s, _)| s.is_some()))
+            .then(|| Box::new(Marking::setup(placed)));
         if let Some(socket) = &polite.socket {
             if let Err(e) = tact_proto::Client::connect(socket) {
                 bail!("--socket {}: {e}", socket.display());
             }
         }
         Ok(IdleSettings {
-            cpu,
+            cpu_cgroup,
             gated,
             preempt: args.preempt,
             shapers,
@@ -219,15 +236,23 @@ impl IdleSettings {
 }
 
 impl IdleSettings {
-    /// Makes the job that `command` starts join its marked cgroup before it execs, where the
-    /// marking is set up already, so that its first sockets are marked too.
-    pub fn join_before_exec(&self, command: &mut Command) -> Result<()> {
-        match self.marking.as_deref() {
-            Some(Ok(m)) => m
-                .join_before_exec(command)
-                .context("cannot place the job in its cgroup v2 directory"),
-            _ => Ok(()),
+    /// Makes the job that `command` starts join the cgroups made for it before it execs: the
+    /// idle cgroup, so that it is idle from its first instruction, and the marking's own
+    /// directory, so that its first sockets are marked too. The idle cgroup's join, when there
+    /// is one, comes back: a failed spawn may be its failure ([`IdleCgroup::join_before_exec`]).
+    pub fn join_before_exec(&self, command: &mut Command) -> Result<Option<JoinCheck>> {
+        let joined = match self.cpu_cgroup.as_deref() {
+            Some(Ok(g)) => Some(
+                g.join_before_exec(command)
+                    .with_context(|| format!("cannot place the job in {}", g.dir().display()))?,
+            ),
+            _ => None,
+        };
+        if let Some(Ok(m)) = self.marking.as_deref() {
+            m.join_before_exec(command)
+                .context("cannot place the job in its cgroup v2 directory")?;
         }
+        Ok(joined)
     }
 }
 

@@ -4,17 +4,23 @@
 //! siblings (tact's own cgroup's other children, tact included), and covers every process that
 //! ends up in it without a per-thread write.
 //!
-//! It needs write access to tact's own cgroup (root or a delegated one), and on cgroup v2 a cpu
-//! controller tact may enable there, which the kernel refuses while that cgroup holds processes
-//! (tact itself) unless it is the root: the caller falls back to SCHED_IDLE alone, saying why.
+//! The group is made before the job starts ([`IdleCgroup::prepare`]) and the job joins it between
+//! fork and exec ([`IdleCgroup::join_before_exec`]), so that the job runs there from its first
+//! instruction, and on cgroup v2 every socket it opens carries the group (what `--idle net`'s
+//! marking matches). It needs write access to tact's own cgroup (root or a delegated one), and
+//! on cgroup v2 a cpu controller tact may enable there, which the kernel refuses while that
+//! cgroup holds processes (tact itself) unless it is the root: the caller falls back to
+//! SCHED_IDLE alone, saying why.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use tact_linux::actuate::cgroup2::level_of;
 use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuGroups, CpuHierarchy, EntityId};
+use tact_linux::actuate::cgroup_join::JoinCheck;
 use tact_linux::actuate::cpu_idle::CpuIdle;
-use tact_linux::{JobTree, ProcId};
+use tact_linux::{ProcId, ProcReader};
 
 /// The job's idle cgroup; dropping it moves the processes back and removes it.
 pub struct IdleCgroup {
@@ -22,12 +28,13 @@ pub struct IdleCgroup {
     /// that enables a controller for its children cannot hold processes itself.
     groups: CpuGroups,
     job: EntityId,
+    reader: ProcReader,
 }
 
 impl IdleCgroup {
-    /// Creates the group under tact's own cgroup and moves the job's members into it. `Err`
-    /// says, for the job's log, why it cannot be used; nothing is left behind then.
-    pub fn create(tree: &JobTree) -> Result<IdleCgroup, String> {
+    /// Creates the group under tact's own cgroup, empty, for a job about to start. `Err` says,
+    /// for the job's log, why it cannot be used; nothing is left behind then.
+    pub fn prepare() -> Result<IdleCgroup, String> {
         let hier = CpuHierarchy::detect().map_err(|e| format!("no cpu cgroup hierarchy: {e}"))?;
         let name = format!("tact-{}-idle", std::process::id());
         let mut groups = CpuGroups::create(hier, &name, None).map_err(|e| e.to_string())?;
@@ -36,9 +43,20 @@ impl IdleCgroup {
         CpuIdle::open(groups.hierarchy(), groups.dir())
             .and_then(|idle| idle.set(true))
             .map_err(|e| e.to_string())?;
-        let mut cgroup = IdleCgroup { groups, job };
-        cgroup.cover(&tree.members()).map_err(|e| e.to_string())?;
-        Ok(cgroup)
+        Ok(IdleCgroup {
+            groups,
+            job,
+            reader: ProcReader::new(),
+        })
+    }
+
+    /// Makes the job that `command` starts join the job subgroup (on v1 with a separate cpuacct
+    /// hierarchy, its mirror there too) before it execs. A join that fails in the child fails
+    /// the start: once the group is made, tact has promised the job runs in it, and a job
+    /// running outside would also open sockets `--idle net` cannot mark. After a failed spawn,
+    /// [`JoinCheck::failure`] tells whether the join is why.
+    pub fn join_before_exec(&self, command: &mut Command) -> tact_linux::Result<JoinCheck> {
+        self.groups.join_before_exec(self.job, command)
     }
 
     /// The idle group's directory and its level, when it is on cgroup v2: the job's sockets
@@ -58,11 +76,18 @@ impl IdleCgroup {
     }
 
     /// Moves the members that are not in the group yet (adopted into the tree, or moved out by
-    /// someone); children forked inside are there already and must not be moved again, or
-    /// their origin would be recorded as the group itself.
+    /// someone); the job's root and the children forked inside are there already and must not
+    /// be moved again, or their origin would be recorded as the group itself.
     pub fn cover(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
         let inside: HashSet<i32> = self.groups.pids(self.job)?.into_iter().collect();
         for &id in members.iter().filter(|id| !inside.contains(&id.pid)) {
+            // A child caught mid-fork is not listed in its parent's cgroup yet, and reads as in
+            // the hierarchy's root: the kernel links it to its parent's cgroups last. Recorded
+            // as its origin, the root is where the end would move it. A child of a process
+            // inside lands inside by itself; one moved out by someone stays where they put it.
+            if matches!(self.reader.stat(id.pid), Ok(s) if inside.contains(&s.ppid)) {
+                continue;
+            }
             match self.groups.move_proc(self.job, id) {
                 Ok(()) | Err(tact_linux::Error::NoProcess { .. }) => {}
                 Err(e) => return Err(e),
@@ -71,8 +96,8 @@ impl IdleCgroup {
         Ok(())
     }
 
-    /// Moves every process back to where it came from (tact's cgroup for those forked inside)
-    /// and removes the group.
+    /// Moves every process back to where it came from (tact's cgroup for the job's root and
+    /// those forked inside) and removes the group.
     pub fn remove(mut self) -> tact_linux::Result<()> {
         self.groups.teardown()
     }

@@ -76,7 +76,7 @@ struct Watched {
     holding_since: Option<Instant>,
     /// The htb tree on the link, where tact could build it: clamped while this gate holds.
     shaper: Option<Shaper>,
-    /// The htb classes' bytes at the last look (once a second: each look runs `tc`).
+    /// The htb classes' bytes at the last look (once a second, for the log and the daemon).
     classes: Option<ClassBytes>,
     /// A link's kernel-assisted part as set up (the log's `kernel`), for the daemon.
     kernel: Option<NetKernel>,
@@ -114,7 +114,7 @@ impl Watched {
 
     /// Reads the htb classes' bytes, if there is a tree.
     fn look_at_classes(&mut self) {
-        if let Some(shaper) = &self.shaper {
+        if let Some(shaper) = &mut self.shaper {
             match shaper.class_bytes() {
                 Ok(c) => self.classes = Some(c),
                 Err(e) => tracing::warn!("{}: {e}", self.label),
@@ -122,8 +122,16 @@ impl Watched {
         }
     }
 
-    /// Removes the htb tree, saying so if that fails.
+    /// Removes the htb tree, saying so if that fails; the job's class goes with it as the
+    /// source of its own traffic.
     fn remove_shaper(&mut self) {
+        if let Watch::Net(n) = &mut self.watch {
+            match n.drop_class() {
+                Ok(Some(own)) => eprintln!("tact: {}: {}", self.label, own.describe(n.iface())),
+                Ok(None) => {}
+                Err(e) => eprintln!("tact: {}: {e}", self.label),
+            }
+        }
         if let Some(mut shaper) = self.shaper.take() {
             if let Err(e) = shaper.remove() {
                 eprintln!("tact: {}: cannot remove the htb tree: {e}", self.label);
@@ -328,7 +336,7 @@ impl IdleJob {
     /// Takes charge of the tree rooted at `pid`; `program` names it for the daemon.
     pub fn new(settings: IdleSettings, pid: i32, program: &str) -> Result<Self> {
         let IdleSettings {
-            cpu,
+            cpu_cgroup,
             gated,
             preempt,
             shapers,
@@ -351,7 +359,8 @@ impl IdleJob {
         let members = tree.members();
         let mut sched = None;
         let mut cgroup = None;
-        if cpu {
+        let cpu = cpu_cgroup.is_some();
+        if let Some(made) = cpu_cgroup {
             if restore {
                 if let Err(e) = sched_idle::check_leave(pid) {
                     eprintln!("tact: {e}: process {pid} will stay SCHED_IDLE after tact detaches");
@@ -360,16 +369,17 @@ impl IdleJob {
             let mut s = sched_idle_setting();
             s.cover(&reader, &members)?;
             sched = Some(s);
-            let why_not = if restore {
-                // An attached process stays in its own cgroup: moving it would take it out of the
-                // limits of the service it belongs to.
-                Err("tact attach leaves the process in its own cgroup".to_string())
-            } else {
-                IdleCgroup::create(&tree)
-            };
+            // The job joined the group before it execed; members it forked already are in too.
+            let why_not = (*made).and_then(|mut g| {
+                g.cover(&members).map_err(|e| e.to_string())?;
+                Ok(g)
+            });
             let how = match why_not {
                 Ok(g) => {
-                    let how = format!("and the job in {} with cpu.idle = 1", g.dir().display());
+                    let how = format!(
+                        "and the job, from its first instruction, in {} with cpu.idle = 1",
+                        g.dir().display()
+                    );
                     cgroup = Some(g);
                     how
                 }
@@ -411,16 +421,9 @@ impl IdleJob {
                     (Watch::Disk(w), default, None)
                 }
                 Gated::Net(iface) => {
+                    // Which source of the job's own traffic it uses is told once the job's
+                    // packets are marked, or not (`own_traffic`, below).
                     let w = NetWatch::new(iface, pid)?;
-                    let why_not = match (w.own(), w.no_sockets()) {
-                        (OwnTraffic::Unknown, Some(why)) => format!(
-                            " (the job's TCP sockets cannot be read: {why}; run it in a network \
-                             namespace of its own for an exact count: tact notices when it \
-                             moves to one)"
-                        ),
-                        _ => String::new(),
-                    };
-                    eprintln!("tact: {label}: {}{why_not}", w.own().describe(iface));
                     let own = w.own().name();
                     (Watch::Net(w), net_default_pi(), Some(own))
                 }
@@ -460,17 +463,11 @@ impl IdleJob {
                 kernel: None,
             });
         }
-        let marking = mark_job(
-            (pid, &members),
-            marking,
-            restore,
-            cgroup.as_ref(),
-            &watched,
-            &mut setups,
-        );
+        let marking = mark_job((pid, &members), marking, restore, &watched, &mut setups);
         for (w, s) in watched.iter_mut().zip(&setups) {
             w.kernel = s.kernel.clone();
         }
+        own_traffic(marking.is_some(), &mut watched, &mut setups);
         let probe = probe_interval(&watched);
         let shown = name.unwrap_or_else(|| {
             std::path::Path::new(program)
@@ -806,13 +803,12 @@ impl IdleJob {
 }
 
 /// Marks the job (its root and members) DSCP LE when some link has an htb tree to put them in,
-/// with the marking `prepared` before the start if there is one, and tells each such link's log
-/// entry and the user what happened.
+/// with the marking `prepared` before the start (there is one for every such `tact run`), and
+/// tells each such link's log entry and the user what happened.
 fn mark_job(
     (root, members): (i32, &[ProcId]),
     prepared: Option<Box<Result<Marking, String>>>,
     attached: bool,
-    cpu_cgroup: Option<&IdleCgroup>,
     watched: &[Watched],
     setups: &mut [Setup],
 ) -> Option<Marking> {
@@ -824,10 +820,7 @@ fn mark_job(
         // unmarked anyway.
         Err("tact attach leaves the process in its own cgroup".to_string())
     } else {
-        prepared
-            .map(|p| *p)
-            .unwrap_or_else(|| Marking::setup(cpu_cgroup.and_then(IdleCgroup::v2_placement)))
-            .and_then(|mut m| m.cover_job(root, members).map(|how| (m, how)))
+        (*prepared?).and_then(|mut m| m.cover_job(root, members).map(|how| (m, how)))
     };
     let (marking, note) = match outcome {
         Ok((m, how)) => (Some(m), how),
@@ -847,6 +840,32 @@ fn mark_job(
         }
     }
     marking
+}
+
+/// Takes each link's own traffic from the job's htb class where the tree is up and the job's
+/// packets are `marked` into it, and tells the user and the log's `start` which source each
+/// link's gate uses.
+fn own_traffic(marked: bool, watched: &mut [Watched], setups: &mut [Setup]) {
+    for (w, s) in watched.iter_mut().zip(setups.iter_mut()) {
+        let Watch::Net(n) = &mut w.watch else {
+            continue;
+        };
+        let class = (marked && w.shaper.is_some()).then(|| n.use_class());
+        let why_not = match (class, n.own(), n.no_sockets()) {
+            (Some(Err(why)), ..) => format!(" (the job's htb class cannot be read: {why})"),
+            (_, OwnTraffic::Unknown, Some(why)) => format!(
+                " (the job's TCP sockets cannot be read: {why}; run it in a network namespace \
+                 of its own for an exact count: tact notices when it moves to one)"
+            ),
+            _ => String::new(),
+        };
+        eprintln!(
+            "tact: {}: {}{why_not}",
+            w.label,
+            n.own().describe(n.iface())
+        );
+        s.own_traffic = Some(n.own().name());
+    }
 }
 
 /// The gate of a resource and why it has its PI.

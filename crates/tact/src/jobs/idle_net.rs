@@ -15,6 +15,7 @@ use std::process::Command;
 use tact_linux::actuate::cgroup2::JobCgroup2;
 use tact_linux::actuate::htb::{self, BgMatch, HtbPlan, RootQdisc, Tc, TreeRecords, DSCP_LE};
 use tact_linux::actuate::nft::{DscpMark, Nft};
+use tact_linux::probe::htb_class::TcClasses;
 use tact_linux::probe::netstats::NetReader;
 use tact_linux::rate::fmt_rate;
 use tact_linux::ProcId;
@@ -40,6 +41,8 @@ pub struct Shaper {
     plan: HtbPlan,
     /// Where the tree is recorded while it stands.
     records: TreeRecords,
+    /// The classes' counters, over rtnetlink (no `tc` run for the log's once a second).
+    classes: TcClasses,
     held: bool,
     removed: bool,
 }
@@ -100,6 +103,14 @@ impl Shaper {
             let _ = tc.remove(&plan);
             return Err(format!("cannot record the tree: {e}"));
         }
+        let classes = match TcClasses::new(iface) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tc.remove(&plan);
+                let _ = records.remove(iface);
+                return Err(format!("cannot read the tree's classes: {e}"));
+            }
+        };
         let how = format!(
             "htb at {} ({from}): foreground {}, the job's class {} below it (DSCP LE), held to \
              {} during the PI{replaced}",
@@ -113,6 +124,7 @@ impl Shaper {
                 tc,
                 plan,
                 records,
+                classes,
                 held: false,
                 removed: false,
             },
@@ -141,8 +153,8 @@ impl Shaper {
     }
 
     /// The bytes each class has sent since the tree was built.
-    pub fn class_bytes(&self) -> tact_linux::Result<ClassBytes> {
-        let stats = self.tc.class_stats(&self.plan.dev)?;
+    pub fn class_bytes(&mut self) -> tact_linux::Result<ClassBytes> {
+        let stats = self.classes.dump()?;
         let bytes = |id: &str| {
             stats
                 .iter()
@@ -223,8 +235,8 @@ pub struct Marking {
 }
 
 impl Marking {
-    /// Sets the marking up for a job that is in, or will be moved into, `placed` (a tact cgroup
-    /// v2 directory and its level) or else a directory of its own made here; the job is not
+    /// Sets the marking up for a job that joins `placed` (a tact cgroup v2 directory and its
+    /// level) before it execs, or else a directory of its own made here; the job is not
     /// moved yet ([`Marking::join_before_exec`], [`Marking::cover`]). Sweeps the tables of
     /// killed tacts first. `Err`: why not.
     pub fn setup(placed: Option<(PathBuf, usize)>) -> Result<Marking, String> {
@@ -279,7 +291,8 @@ impl Marking {
     pub fn cover_job(&mut self, root: i32, members: &[ProcId]) -> Result<String, String> {
         let early = match &self.cgroup {
             Some(cg) => cg.holds(root).map_err(|e| e.to_string())?,
-            None => false,
+            // `--idle cpu`'s cgroup, which the job joined before it execed or it did not start.
+            None => true,
         };
         self.cover(members)
             .map_err(|e| format!("cannot move the job into the marked cgroup: {e}"))?;

@@ -6,7 +6,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use tact_linux::actuate::cgroup_join::JoinCheck;
 
 use super::events::{unblock_signals_in_child, Event, Events, Received};
 use super::job::{Job, Mode};
@@ -26,14 +27,21 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     let mut command = Command::new(cmd);
     command.args(cmd_args);
     unblock_signals_in_child(&mut command);
-    if let Mode::Idle(idle) = &mode {
-        // `--idle net`'s marking matches the cgroup a socket is created in: the job must be
-        // there before it runs.
-        idle.join_before_exec(&mut command)?;
-    }
-    let mut child = match spawn(&mut command, cmd) {
+    // `--idle cpu`'s cgroup is the job's from its first instruction, and `--idle net`'s marking
+    // matches the cgroup a socket is created in: the job must be there before it runs.
+    let joined = match &mode {
+        Mode::Idle(idle) => idle.join_before_exec(&mut command)?,
+        Mode::Polite(_) => None,
+    };
+    let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(code) => return Ok(code),
+        Err(e) => {
+            // tact's failure, not the command's: the command never ran.
+            if let Some(why) = joined.as_ref().and_then(JoinCheck::failure) {
+                bail!("the job could not join its idle cgroup, so it was not started: {why}");
+            }
+            return Ok(cannot_start(cmd, e));
+        }
     };
     // The same command line shares a calibrated target from run to run (`--name` to choose).
     let mut job = match mode.start(child.id() as i32, &args.command.join(" ")) {
@@ -91,15 +99,18 @@ fn pass_on_until_exit(job: &mut Job, events: &mut Events, mut sig: Received) -> 
 /// Starts `command` (named `name` in messages), or says on stderr why it could not and gives the
 /// shell's exit code for that: 127 when it is not found, 126 when it cannot run.
 pub fn spawn(command: &mut Command, name: &str) -> std::result::Result<Child, i32> {
-    command.spawn().map_err(|e| {
-        if e.kind() == ErrorKind::NotFound {
-            eprintln!("tact: {name}: command not found");
-            127
-        } else {
-            eprintln!("tact: {name}: cannot run: {e}");
-            126
-        }
-    })
+    command.spawn().map_err(|e| cannot_start(name, e))
+}
+
+/// Says on stderr why `name` could not start, and gives the shell's exit code for it.
+fn cannot_start(name: &str, e: std::io::Error) -> i32 {
+    if e.kind() == ErrorKind::NotFound {
+        eprintln!("tact: {name}: command not found");
+        127
+    } else {
+        eprintln!("tact: {name}: cannot run: {e}");
+        126
+    }
 }
 
 /// The command's exit code, or 128 + signal number as a shell reports a killed command.

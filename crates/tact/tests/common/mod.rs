@@ -41,6 +41,17 @@ pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> 
     start.elapsed()
 }
 
+/// Waits until `find` gives something and returns that, from the same call: a second look can
+/// miss what the first saw (a process's cmdline reads empty while it execs).
+pub fn wait_for_some<T>(limit: Duration, what: &str, mut find: impl FnMut() -> Option<T>) -> T {
+    let mut found = None;
+    wait_for(limit, what, || {
+        found = find();
+        found.is_some()
+    });
+    found.unwrap()
+}
+
 /// Waits until a daemon (`child`) accepts connections on `socket`; fails at once, with what
 /// `stderr` gives, if it exits first.
 pub fn wait_until_listening(
@@ -90,9 +101,10 @@ pub fn kill(pid: i32, sig: nix::sys::signal::Signal) {
 }
 
 /// Kills what is left of a test's job: the current tree under its root (read now, so no pid that
-/// exited and may have been reused is signalled), leaves first.
+/// exited and may have been reused is signalled), root first, so that it dies of the SIGKILL
+/// (killed after its children, a shell's `wait` could return and the shell exit 0 in between).
 pub fn kill_tree(root: i32) {
-    for p in tree(root).into_iter().rev() {
+    for p in tree(root) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(p),
             nix::sys::signal::Signal::SIGKILL,
