@@ -84,7 +84,9 @@ fn a_cgroups_packets_are_marked_into_the_background_class_and_the_marking_goes_a
             .unwrap();
         let id = ProcReader::new().stat(child.id() as i32).unwrap().id();
         cg.cover(&[id]).unwrap();
-        assert_eq!(read_procs(cg.dir()).unwrap(), vec![id.pid]);
+        // Not only it: a `python3` that is a pyenv shim forks helpers before it execs python,
+        // and they are born in the cgroup too.
+        assert!(read_procs(cg.dir()).unwrap().contains(&id.pid));
         let table = format!("tact-test-mark-{}", std::process::id());
         let mark = DscpMark::new(&table, cg.dir(), cg.level(), DSCP_LE).unwrap();
         Nft.apply(&mark).unwrap();
