@@ -9,105 +9,44 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::veth::Link;
 use common::*;
 use tact_linux::ProcReader;
 
-/// Where the sink listens, in the peer namespace.
+const SUBNET: &str = "10.98.0";
+/// Where the sink listens, in the far namespace.
 const SINK: &str = "10.98.0.2";
 const SINK_PORT: u16 = 5001;
 
-/// Two network namespaces joined by a veth pair: tact and the job in `near`, watching
-/// `near_if`; a TCP sink that discards what it gets in `far`. Deleted, sink first, on drop.
-struct Link {
-    near: String,
-    near_if: String,
-    far: String,
-    sink: Child,
-}
-
-impl Link {
-    /// `tag` (one letter) tells apart the links of tests that run at once.
-    fn new(tag: char) -> Link {
-        let id = std::process::id();
-        let near = format!("tact-test-own-n{tag}-{id}");
-        let far = format!("tact-test-own-f{tag}-{id}");
-        let (near_if, far_if) = (format!("ton{tag}{id}"), format!("tof{tag}{id}"));
-        ip(&["netns", "add", &near]);
-        ip(&["netns", "add", &far]);
-        ip(&[
-            "-n", &near, "link", "add", &near_if, "type", "veth", "peer", "name", &far_if, "netns",
-            &far,
-        ]);
-        ip(&["-n", &near, "addr", "add", "10.98.0.1/24", "dev", &near_if]);
-        ip(&[
-            "-n",
-            &far,
-            "addr",
-            "add",
-            &format!("{SINK}/24"),
-            "dev",
-            &far_if,
-        ]);
-        for (ns, dev) in [(&near, &near_if), (&far, &far_if)] {
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        let sink_script = format!(
-            "import socket, threading\n\
-             srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-             srv.bind(('{SINK}', {SINK_PORT})); srv.listen(16)\n\
-             def drain(c):\n\
-             \x20   while c.recv(1 << 20): pass\n\
-             while True:\n\
-             \x20   c, _ = srv.accept()\n\
-             \x20   threading.Thread(target=drain, args=(c,), daemon=True).start()\n"
-        );
-        // `ip netns exec` execs python in place: the child's pid is the sink's.
-        let sink = Command::new("ip")
-            .args(["netns", "exec", &far, "python3", "-c", &sink_script])
-            .stdout(Stdio::null())
+/// tact and the job in the near namespace, watching its veth; a TCP sink that discards what
+/// it gets in the far one, listening once this returns.
+fn tcp_link(tag: char) -> Link {
+    let sink = format!(
+        "import socket, threading\n\
+         srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         srv.bind(('{SINK}', {SINK_PORT})); srv.listen(16)\n\
+         def drain(c):\n\
+         \x20   while c.recv(1 << 20): pass\n\
+         while True:\n\
+         \x20   c, _ = srv.accept()\n\
+         \x20   threading.Thread(target=drain, args=(c,), daemon=True).start()\n"
+    );
+    let link = Link::new("own", tag, SUBNET, &sink);
+    wait_for(Duration::from_secs(30), "the sink to listen", || {
+        link.near()
+            .args(["python3", "-c"])
+            .arg(format!(
+                "import socket; socket.create_connection(('{SINK}', {SINK_PORT}), 1).close()"
+            ))
             .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let link = Link {
-            near,
-            near_if,
-            far,
-            sink,
-        };
-        wait_for(Duration::from_secs(30), "the sink to listen", || {
-            Command::new("ip")
-                .args(["netns", "exec", &link.near, "python3", "-c"])
-                .arg(format!(
-                    "import socket; socket.create_connection(('{SINK}', {SINK_PORT}), 1).close()"
-                ))
-                .stderr(Stdio::null())
-                .status()
-                .unwrap()
-                .success()
-        });
-        link
-    }
-
-    /// A command run in the near namespace.
-    fn near(&self) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.near]);
-        c
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        let _ = self.sink.kill();
-        let _ = self.sink.wait();
-        for ns in [&self.near, &self.far] {
-            Command::new("ip").args(["netns", "del", ns]).output().ok();
-        }
-    }
+            .status()
+            .unwrap()
+            .success()
+    });
+    link
 }
 
 /// A TCP bulk sender to the sink for `secs` seconds of wall time, which then writes the bytes
@@ -191,7 +130,7 @@ fn a_job_alone_on_the_link_is_not_held_by_its_own_tcp_traffic() {
     if !root() {
         return;
     }
-    let link = Link::new('a');
+    let link = tcp_link('a');
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("sent");
     let mut tact = start_tact(&link, dir.path(), &bulk_sender(4.0, Some(&report)));
@@ -229,7 +168,7 @@ fn the_job_is_still_held_while_another_process_sends_on_the_link() {
     if !root() {
         return;
     }
-    let link = Link::new('b');
+    let link = tcp_link('b');
     let dir = tempfile::tempdir().unwrap();
     let tact = start_tact(&link, dir.path(), &bulk_sender(600.0, None));
     let tact_pid = tact.id() as i32;

@@ -14,11 +14,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::veth::Link;
 use common::*;
 use nix::sys::signal::Signal;
 use tact_linux::ProcReader;
 
 const PATIENCE: Duration = Duration::from_secs(60);
+const SUBNET: &str = "10.96.0";
 const SINK: &str = "10.96.0.2";
 const SINK_PORT: u16 = 9000;
 
@@ -39,72 +41,16 @@ fn cannot_run() -> Option<String> {
     None
 }
 
-/// Two network namespaces joined by a veth pair: tact and the job in `near`, watching
-/// `near_if`; a UDP sink that reads and drops what it gets (so that no ICMP error comes back)
-/// in `far`. Deleted, sink first, on drop.
-struct Link {
-    near: String,
-    near_if: String,
-    far: String,
-    sink: Child,
-}
-
-impl Link {
-    /// `tag` (one letter) tells apart the links of tests that run at once.
-    fn new(tag: char) -> Link {
-        let id = std::process::id();
-        let near = format!("tact-test-udp-n{tag}-{id}");
-        let far = format!("tact-test-udp-f{tag}-{id}");
-        let (near_if, far_if) = (format!("tun{tag}{id}"), format!("tuf{tag}{id}"));
-        ip(&["netns", "add", &near]);
-        ip(&["netns", "add", &far]);
-        ip(&[
-            "-n", &near, "link", "add", &near_if, "type", "veth", "peer", "name", &far_if, "netns",
-            &far,
-        ]);
-        ip(&["-n", &near, "addr", "add", "10.96.0.1/24", "dev", &near_if]);
-        let sink_net = format!("{SINK}/24");
-        ip(&["-n", &far, "addr", "add", &sink_net, "dev", &far_if]);
-        for (ns, dev) in [(&near, &near_if), (&far, &far_if)] {
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        let sink_script = format!(
-            "import socket\n\
-             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-             s.bind(('{SINK}', {SINK_PORT}))\n\
-             while True: s.recv(65536)\n"
-        );
-        // `ip netns exec` execs python in place: the child's pid is the sink's.
-        let sink = Command::new("ip")
-            .args(["netns", "exec", &far, "python3", "-c", &sink_script])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Link {
-            near,
-            near_if,
-            far,
-            sink,
-        }
-    }
-
-    fn near(&self) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.near]);
-        c
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        let _ = self.sink.kill();
-        let _ = self.sink.wait();
-        for ns in [&self.near, &self.far] {
-            Command::new("ip").args(["netns", "del", ns]).output().ok();
-        }
-    }
+/// tact and the job in the near namespace, watching its veth; a UDP sink that reads and drops
+/// what it gets (so that no ICMP error comes back) in the far one.
+fn udp_link(tag: char) -> Link {
+    let sink = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.bind(('{SINK}', {SINK_PORT}))\n\
+         while True: s.recv(65536)\n"
+    );
+    Link::new("udp", tag, SUBNET, &sink)
 }
 
 /// A python program that sends 1400-byte datagrams to the sink for `secs`, pausing `pause`
@@ -186,7 +132,7 @@ fn a_job_alone_on_the_link_is_not_held_by_its_own_udp_traffic() {
         eprintln!("skipped: {why}");
         return;
     }
-    let link = Link::new('a');
+    let link = udp_link('a');
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("sent");
     let job = format!("python3 -c \"{}\"", udp_sender(4.0, 0.0, &report));
@@ -242,7 +188,7 @@ fn the_job_is_still_held_while_another_process_sends_udp_on_the_link() {
         eprintln!("skipped: {why}");
         return;
     }
-    let link = Link::new('b');
+    let link = udp_link('b');
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("sent");
     let job = format!("exec python3 -c \"{}\"", udp_sender(600.0, 0.0, &report));
@@ -298,7 +244,7 @@ fn a_tree_removed_under_the_job_leaves_its_tcp_sockets_as_the_source() {
         eprintln!("skipped: {why}");
         return;
     }
-    let link = Link::new('c');
+    let link = udp_link('c');
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("sent");
     let job = format!("exec python3 -c \"{}\"", udp_sender(600.0, 0.0, &report));

@@ -3,6 +3,7 @@
 
 pub mod pty;
 pub mod started;
+pub mod veth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
