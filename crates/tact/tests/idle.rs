@@ -86,14 +86,6 @@ fn start_tact_in(
     (child, log)
 }
 
-fn log_lines(log: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// `held` / `released` events of a log, as (t, kind), in order.
 fn transitions(log: &Path) -> Vec<(f64, String)> {
     log_lines(log)

@@ -258,12 +258,6 @@ fn cleaned_up(rig: &Rig, tact_pid: u32, cgroup: &Path) {
     assert!(!cgroup.exists(), "{} is left", cgroup.display());
 }
 
-fn stderr_of(tact: &mut Child) -> String {
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut tact.stderr.take().unwrap(), &mut err).unwrap();
-    err
-}
-
 #[test]
 fn the_jobs_packets_go_below_the_foreground_and_everything_goes_at_its_end() {
     if let Some(why) = cannot_run() {

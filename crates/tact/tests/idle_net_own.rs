@@ -89,20 +89,6 @@ fn start_tact(link: &Link, dir: &Path, job: &[String]) -> Child {
         .unwrap()
 }
 
-fn log_lines(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("idle.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn stderr_of(tact: &mut Child) -> String {
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut tact.stderr.take().unwrap(), &mut err).unwrap();
-    err
-}
-
 /// The job tact runs: its child running python (not the guard, nor a `tc` or `nft` that tact
 /// runs as root for its htb tree, nor such a child between fork and exec, which still shows
 /// tact's command line).
@@ -137,7 +123,7 @@ fn a_job_alone_on_the_link_is_not_held_by_its_own_tcp_traffic() {
     let status = tact.wait().unwrap();
     let err = stderr_of(&mut tact);
     assert!(status.success(), "{err}");
-    let lines = log_lines(dir.path());
+    let lines = log_lines(&dir.path().join("idle.jsonl"));
     let summary = lines.iter().find(|v| v["kind"] == "summary").unwrap();
     let (held, t) = (
         summary["held"].as_f64().unwrap(),
@@ -205,12 +191,12 @@ fn the_job_is_still_held_while_another_process_sends_on_the_link() {
     assert!(
         2 * held_samples > samples,
         "held in {held_samples} of {samples} samples while the foreground sent: {:?}",
-        log_lines(dir.path())
+        log_lines(&dir.path().join("idle.jsonl"))
     );
     wait_for(Duration::from_secs(60), "the job to run again", || {
         !any_stopped(&[job])
     });
-    let held = log_lines(dir.path())
+    let held = log_lines(&dir.path().join("idle.jsonl"))
         .into_iter()
         .find(|v| v["kind"] == "held")
         .expect("a hold in the log");

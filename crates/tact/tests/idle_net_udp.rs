@@ -112,20 +112,6 @@ fn start_tact(link: &Link, dir: &Path, job: &str) -> Running {
     Running(child)
 }
 
-fn log_lines(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("idle.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn stderr_of(tact: &mut Child) -> String {
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut tact.stderr.take().unwrap(), &mut err).unwrap();
-    err
-}
-
 #[test]
 fn a_job_alone_on_the_link_is_not_held_by_its_own_udp_traffic() {
     if let Some(why) = cannot_run() {
@@ -140,7 +126,7 @@ fn a_job_alone_on_the_link_is_not_held_by_its_own_udp_traffic() {
     let status = tact.0.wait().unwrap();
     let err = stderr_of(&mut tact.0);
     assert!(status.success(), "{err}");
-    let lines = log_lines(dir.path());
+    let lines = log_lines(&dir.path().join("idle.jsonl"));
     let summary = lines.iter().find(|v| v["kind"] == "summary").unwrap();
     let (held, t) = (
         summary["held"].as_f64().unwrap(),
@@ -222,10 +208,10 @@ fn the_job_is_still_held_while_another_process_sends_udp_on_the_link() {
     assert!(
         2 * held_samples > samples,
         "held in {held_samples} of {samples} samples while the foreground sent: {:?}",
-        log_lines(dir.path())
+        log_lines(&dir.path().join("idle.jsonl"))
     );
     wait_for(PATIENCE, "the job to run again", || !any_stopped(&[job]));
-    let lines = log_lines(dir.path());
+    let lines = log_lines(&dir.path().join("idle.jsonl"));
     let held = lines
         .iter()
         .find(|v| v["kind"] == "held")
@@ -252,7 +238,9 @@ fn a_tree_removed_under_the_job_leaves_its_tcp_sockets_as_the_source() {
     let tact_pid = tact.0.id() as i32;
     let job = wait_for_some(PATIENCE, "the job to start", || job_of(tact_pid));
     wait_for(PATIENCE, "the start record", || {
-        log_lines(dir.path()).iter().any(|v| v["kind"] == "start")
+        log_lines(&dir.path().join("idle.jsonl"))
+            .iter()
+            .any(|v| v["kind"] == "start")
     });
     // Someone removes the tree: the class is gone, and with it the count of the job's packets.
     let del = link

@@ -42,6 +42,23 @@ pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> 
     start.elapsed()
 }
 
+/// The records of a `--json-log` file so far (none before it exists; a line still being
+/// written is skipped).
+pub fn log_lines(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// All of a child's piped stderr, read to its end (the child has exited or closed it).
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    err
+}
+
 /// Waits until `find` gives something and returns that, from the same call: a second look can
 /// miss what the first saw (a process's cmdline reads empty while it execs).
 pub fn wait_for_some<T>(limit: Duration, what: &str, mut find: impl FnMut() -> Option<T>) -> T {
