@@ -53,18 +53,6 @@ fn max_concurrent(dir: &Path) -> usize {
     max as usize
 }
 
-fn json_log(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    log.iter().filter(|l| l["kind"] == kind).collect()
-}
-
 #[test]
 fn make_builds_every_target_once_and_its_jobs_are_counted() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::*;
 use nix::sys::signal::Signal;
-use serde_json::Value;
 use tact_linux::{ProcId, ProcReader};
 
 /// TCC deciding on a few completions, so that a run of a few seconds moves the count.
@@ -104,18 +103,6 @@ fn counter(dir: &Path) -> u64 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
-}
-
-fn json_log(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    log.iter().filter(|l| l["kind"] == kind).collect()
 }
 
 /// The children of `pid` (the pool's workers) with their identities.

@@ -52,6 +52,20 @@ pub fn log_lines(log: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Every record of a finished `--json-log` file; each line must be one.
+pub fn json_log(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The records of `log` of one `kind`.
+pub fn of_kind<'a>(log: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    log.iter().filter(|l| l["kind"] == kind).collect()
+}
+
 /// All of a child's piped stderr, read to its end (the child has exited or closed it).
 pub fn stderr_of(child: &mut Child) -> String {
     let mut err = String::new();
