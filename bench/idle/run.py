@@ -3,9 +3,10 @@
 `tact run --idle`, side by side with the tools people use today. Issue 5's benchmark.
 
 Rigs (see disk.py, net.py, cpu.py): a loop device over a single-server FUSE file, 20 ms per 4 KiB
-read (fusedisk.py); three network namespaces with a tbf 100 Mbit/s bottleneck; one CPU shared by two pinned
-processes. On each, the thesis's load generator (loadgen.c): fg busy for i x 100 ms of every 100 ms
-cycle with closed-loop requests, greedy bg, both one request outstanding.
+read (fusedisk.py); network namespaces with a 100 Mbit/s bottleneck (tbf, or with --net-shaper
+tact-htb tact's own htb tree); one CPU shared by two pinned processes. On each, the thesis's load
+generator (loadgen.c): fg busy for i x 100 ms of every 100 ms cycle with closed-loop requests,
+greedy bg, both one request outstanding.
 
 Modes, interleaved per intensity in the same run:
   alone         fg without bg: r(i), and at i = 1 r_max and the service time τ
@@ -46,6 +47,7 @@ from common.lifecycle import DEFAULT_LOCK, Cleanup, log, take_lock  # noqa: E402
 from common.procs import terminate_tree  # noqa: E402
 from cpu import CpuRig  # noqa: E402
 from disk import DiskRig  # noqa: E402
+from net import SHAPERS as NET_SHAPERS  # noqa: E402
 from net import NetRig  # noqa: E402
 
 CLEANUP = Cleanup()
@@ -172,7 +174,7 @@ def bg_command(env, rig, m, start, seconds, out, tag):
     base = rig.bg(start, seconds, out)
     if m["mode"] in WRAP:
         return rig.place_bg(WRAP[m["mode"]] + base)
-    cmd = [env.tact, "run", "--idle", rig.resource]
+    cmd = [env.tact, "run", "--idle", rig.resource] + getattr(rig, "tact_args", [])
     if m.get("pi") is not None:
         cmd += ["--preempt", "auto" if m["pi"] == "auto" else f"{m['pi']:g}ms"]
     if "--json-log" in env.tact_flags:
@@ -193,12 +195,26 @@ def pi_changes(lines):
     return out
 
 
+def start_record(lines):
+    """The log's `start` object (each gate's PI, own-traffic source and kernel part), or None."""
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("kind") == "start":
+            return rec
+    return None
+
+
 def run_point(env, rig, rep, i, m, params):
     seconds, warm = params["seconds"], params["warm"]
     env.seq += 1
     tag = f"{env.seq:04d}-{rig.name}"
     fg_out, bg_out = (os.path.join(env.tmp, f"{tag}.{w}.rec") for w in ("fg", "bg"))
     before = rig.start_point() if hasattr(rig, "outside") else None
+    if hasattr(rig, "prepare"):
+        rig.prepare(tact_mode=m["mode"] == "tact")
     t_spawn = time.monotonic()
     start = time.monotonic_ns() + int(LEAD_S * 1e9)
     started = {}
@@ -236,6 +252,9 @@ def run_point(env, rig, rep, i, m, params):
             res["tact_log_lines"] = len(lines)
             res["tact_log_last"] = lines[-3:]
             res["tact_pi"] = pi_changes(lines)
+            res["tact_start"] = start_record(lines)
+            if hasattr(rig, "check_tact_start"):
+                rig.check_tact_start(res["tact_start"])
             if env.keep_logs:
                 shutil.copy(jl, os.path.join(env.keep_logs, f"{tag}-i{i:g}-{mode_label(m).replace(' ', '-')}.jsonl"))
     for path in (os.path.join(env.tmp, f"{tag}.{w}") for w in ("fg.log", "bg.log", "tact.jsonl")):
@@ -353,10 +372,12 @@ def pct(x):
     return "–" if x is None else f"{100 * x:.0f}"
 
 
-def print_tables(summary, skipped):
+def print_tables(summary, skipped, rig_info):
     for rig, s in summary.items():
         unit = {"disk": DiskRig.unit, "net": NetRig.unit, "cpu": CpuRig.unit}[rig]
-        print(f"\n## {rig}: r_max {s['r_max']:.1f} {unit}, τ {1e3 * s['tau_s']:.2f} ms (fg alone at i = 1)\n")
+        shaper = rig_info.get(rig, {}).get("shaper")  # net: tbf or tact-htb
+        print(f"\n## {rig}{f' ({shaper})' if shaper else ''}: r_max {s['r_max']:.1f} {unit}, "
+              f"τ {1e3 * s['tau_s']:.2f} ms (fg alone at i = 1)\n")
         labels = []
         for r in s["rows"]:
             if r["label"] not in labels and r["label"] != "alone":
@@ -462,7 +483,7 @@ def report(saved, outdir):
     saved["summary"] = summary
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(saved, f, indent=1, default=str)
-    print_tables(summary, saved.get("skipped", {}))
+    print_tables(summary, saved.get("skipped", {}), saved["config"].get("rig_info", {}))
     for path in plot(summary, outdir):
         log(f"wrote {path}")
     log(f"wrote {os.path.join(outdir, 'results.json')}")
@@ -523,7 +544,10 @@ def main():
     ap.add_argument("--pis", help="comma list of fixed PIs in ms replacing the preset's (disk and net)")
     ap.add_argument("--service-ms", type=float, default=20.0, help="disk: the server's time per read, ms")
     ap.add_argument("--disk-bytes", type=int, default=4096, help="disk: bytes per read (a multiple of 4096)")
-    ap.add_argument("--net-rate", type=int, default=100, help="net: tbf rate, Mbit/s")
+    ap.add_argument("--net-rate", type=int, default=100, help="net: the bottleneck's rate, Mbit/s")
+    ap.add_argument("--net-shaper", choices=NET_SHAPERS, default="tbf",
+                    help="net: the bottleneck, tbf or tact's own htb tree (tact --net-rate; the other modes "
+                         "over a plain htb); see net.py")
     ap.add_argument("--net-size", type=int, default=16384, help="net: bytes per request")
     ap.add_argument("--cpu", type=int, help="cpu: the CPU both processes share (default: the last)")
     ap.add_argument("--work-ms", type=float, default=1.0, help="cpu: one request's work, ms of an idle CPU")
@@ -609,7 +633,7 @@ def main():
     subprocess.run(["cc", "-O2", "-Wall", "-o", loadgen, os.path.join(HERE, "loadgen.c")], check=True)
     cpus = sorted(os.sched_getaffinity(0))
     made = {"disk": lambda: DiskRig(loadgen, args.service_ms, args.disk_bytes),
-            "net": lambda: NetRig(loadgen, args.net_rate, args.net_size, env.procs),
+            "net": lambda: NetRig(loadgen, args.net_rate, args.net_size, env.procs, args.net_shaper),
             "cpu": lambda: CpuRig(loadgen, args.cpu if args.cpu is not None else cpus[-1], args.work_ms)}
     live = {}
     for rig in rigs:
