@@ -140,18 +140,6 @@ fn log_now(started: Instant) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
-/// Samples `pid` every 10 ms while `fg` runs; returns how many samples found it stopped.
-fn stopped_while(pid: i32, fg: &mut Child, limit: Duration) -> u32 {
-    let start = Instant::now();
-    let mut n = 0;
-    while fg.try_wait().unwrap().is_none() {
-        assert!(start.elapsed() < limit, "the foreground ran too long");
-        n += u32::from(stopped(pid));
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    n
-}
-
 /// Kills the job; tact exits with its status, leaves nothing stopped, and returns its stderr.
 fn finish(mut tact: Child, job: i32) -> String {
     kill_tree(job);
@@ -426,7 +414,7 @@ fn idle_disk_holds_the_job_while_the_foreground_writes_and_releases_it_after() {
     // The foreground: 3 s of O_DIRECT writes to the same disk, without pauses.
     let fg_began = log_now(started);
     let mut fg = spawn(&direct_writer(&dir.path().join("fg.dat"), 3.0, 0.0));
-    let held_samples = stopped_while(job, &mut fg, Duration::from_secs(120));
+    let (held_samples, _) = stopped_samples(job, &mut fg, Instant::now(), Duration::from_secs(120));
     let fg_ended = log_now(started);
     assert!(
         held_samples > 0,
@@ -477,7 +465,7 @@ fn idle_net_holds_the_job_while_foreground_traffic_flows_on_lo() {
         job_of(tact_pid)
     });
     let mut fg = spawn(&udp_sender(3.0));
-    let held_samples = stopped_while(job, &mut fg, Duration::from_secs(120));
+    let (held_samples, _) = stopped_samples(job, &mut fg, Instant::now(), Duration::from_secs(120));
     assert!(
         held_samples > 0,
         "the job never stopped while traffic flowed"

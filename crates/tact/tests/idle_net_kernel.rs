@@ -21,36 +21,6 @@ use tact_linux::actuate::htb::{self, Tc};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Why the test cannot run here, if it cannot.
-fn cannot_run() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("network namespaces, tc and nftables need root".into());
-    }
-    for (tool, arg) in [("tc", "-V"), ("nft", "--version"), ("python3", "--version")] {
-        match Command::new(tool).arg(arg).output() {
-            Ok(o) if o.status.success() => {}
-            _ => return Some(format!("`{tool}` is not installed")),
-        }
-    }
-    if cgroup2_dir().is_none() {
-        return Some("no cgroup2 hierarchy is mounted".into());
-    }
-    None
-}
-
-/// This process's cgroup v2 directory, where tact (its child) makes the job's.
-fn cgroup2_dir() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = info.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        (post.split(' ').next() == Some("cgroup2"))
-            .then(|| pre.split(' ').nth(4).map(PathBuf::from))
-    })??;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(mount.join(path.trim_start_matches('/')))
-}
-
 /// Two network namespaces joined by a veth pair, deleted on drop: tact and the job in `outer`,
 /// their traffic leaving through `link` toward `inner` (10.97.N.2).
 struct Rig {
@@ -260,7 +230,7 @@ fn cleaned_up(rig: &Rig, tact_pid: u32, cgroup: &Path) {
 
 #[test]
 fn the_jobs_packets_go_below_the_foreground_and_everything_goes_at_its_end() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -325,7 +295,7 @@ fn the_jobs_packets_go_below_the_foreground_and_everything_goes_at_its_end() {
 
 #[test]
 fn sigterm_of_tact_removes_the_tree_the_table_and_the_cgroup() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -351,7 +321,7 @@ fn sigterm_of_tact_removes_the_tree_the_table_and_the_cgroup() {
 
 #[test]
 fn a_root_qdisc_someone_else_added_is_replaced_only_when_asked() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -453,7 +423,7 @@ fn kill_tact_mid_job(rig: &Rig, dir: &Path) -> (u32, PathBuf) {
 
 #[test]
 fn a_killed_tacts_table_and_tree_are_swept_by_the_next_one() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -488,7 +458,7 @@ fn a_killed_tacts_table_and_tree_are_swept_by_the_next_one() {
 
 #[test]
 fn a_tree_not_certainly_tacts_is_left_alone() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -528,7 +498,7 @@ fn a_tree_not_certainly_tacts_is_left_alone() {
 
 #[test]
 fn the_job_is_in_its_cgroup_from_its_first_instruction() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -588,7 +558,7 @@ impl Drop for Daemon {
 
 #[test]
 fn tact_status_shows_the_tree_and_the_marking() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }

@@ -177,16 +177,7 @@ fn the_job_is_still_held_while_another_process_sends_on_the_link() {
         .read_line(&mut said)
         .unwrap();
     assert_eq!(said.trim(), "connected", "the foreground could not connect");
-    let (mut held_samples, mut samples) = (0, 0);
-    while fg.try_wait().unwrap().is_none() {
-        assert!(
-            fg_from.elapsed() < Duration::from_secs(120),
-            "the foreground ran too long"
-        );
-        held_samples += u32::from(any_stopped(&[job]));
-        samples += 1;
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (held_samples, samples) = stopped_samples(job, &mut fg, fg_from, Duration::from_secs(120));
     // Measured: held in 93 % of the samples (the rest: the foreground's first PI and its end).
     assert!(
         2 * held_samples > samples,

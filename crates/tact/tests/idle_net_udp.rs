@@ -11,7 +11,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::veth::Link;
@@ -23,23 +23,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 const SUBNET: &str = "10.96.0";
 const SINK: &str = "10.96.0.2";
 const SINK_PORT: u16 = 9000;
-
-fn cannot_run() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("network namespaces, tc and nftables need root".into());
-    }
-    for (tool, arg) in [("tc", "-V"), ("nft", "--version"), ("python3", "--version")] {
-        match Command::new(tool).arg(arg).output() {
-            Ok(o) if o.status.success() => {}
-            _ => return Some(format!("`{tool}` is not installed")),
-        }
-    }
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    if !mounts.lines().any(|l| l.contains(" - cgroup2 ")) {
-        return Some("no cgroup2 hierarchy is mounted".into());
-    }
-    None
-}
 
 /// tact and the job in the near namespace, watching its veth; a UDP sink that reads and drops
 /// what it gets (so that no ICMP error comes back) in the far one.
@@ -114,7 +97,7 @@ fn start_tact(link: &Link, dir: &Path, job: &str) -> Running {
 
 #[test]
 fn a_job_alone_on_the_link_is_not_held_by_its_own_udp_traffic() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -170,7 +153,7 @@ fn job_of(tact_pid: i32) -> Option<i32> {
 
 #[test]
 fn the_job_is_still_held_while_another_process_sends_udp_on_the_link() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -193,16 +176,7 @@ fn the_job_is_still_held_while_another_process_sends_udp_on_the_link() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (mut held_samples, mut samples) = (0, 0);
-    while fg.try_wait().unwrap().is_none() {
-        assert!(
-            fg_from.elapsed() < Duration::from_secs(120),
-            "the foreground ran too long"
-        );
-        held_samples += u32::from(any_stopped(&[job]));
-        samples += 1;
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (held_samples, samples) = stopped_samples(job, &mut fg, fg_from, Duration::from_secs(120));
     eprintln!("held in {held_samples} of {samples} samples while the foreground sent");
     // Measured: 88–93 % (the rest: the foreground's start and end).
     assert!(
@@ -226,7 +200,7 @@ fn the_job_is_still_held_while_another_process_sends_udp_on_the_link() {
 
 #[test]
 fn a_tree_removed_under_the_job_leaves_its_tcp_sockets_as_the_source() {
-    if let Some(why) = cannot_run() {
+    if let Some(why) = net_kernel_missing() {
         eprintln!("skipped: {why}");
         return;
     }

@@ -73,6 +73,50 @@ pub fn stderr_of(child: &mut Child) -> String {
     err
 }
 
+/// Samples `pid` every 10 ms while `fg` runs: (samples that found it stopped, samples). Fails
+/// when `fg` still runs `limit` after `since`.
+pub fn stopped_samples(pid: i32, fg: &mut Child, since: Instant, limit: Duration) -> (u32, u32) {
+    let (mut stopped, mut samples) = (0, 0);
+    while fg.try_wait().unwrap().is_none() {
+        assert!(since.elapsed() < limit, "the foreground ran too long");
+        stopped += u32::from(any_stopped(&[pid]));
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (stopped, samples)
+}
+
+/// This process's cgroup v2 directory, where tact (its child) makes the job's.
+pub fn cgroup2_dir() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = info.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split(' ').next() == Some("cgroup2"))
+            .then(|| pre.split(' ').nth(4).map(PathBuf::from))
+    })??;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(mount.join(path.trim_start_matches('/')))
+}
+
+/// Why the tests of `--idle net`'s kernel part (htb tree, nft marking) cannot run here, if
+/// they cannot: they need root, `tc`, `nft`, python3 and a cgroup2 hierarchy.
+pub fn net_kernel_missing() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("network namespaces, tc and nftables need root".into());
+    }
+    for (tool, arg) in [("tc", "-V"), ("nft", "--version"), ("python3", "--version")] {
+        match Command::new(tool).arg(arg).output() {
+            Ok(o) if o.status.success() => {}
+            _ => return Some(format!("`{tool}` is not installed")),
+        }
+    }
+    if cgroup2_dir().is_none() {
+        return Some("no cgroup2 hierarchy is mounted".into());
+    }
+    None
+}
+
 /// Waits until `find` gives something and returns that, from the same call: a second look can
 /// miss what the first saw (a process's cmdline reads empty while it execs).
 pub fn wait_for_some<T>(limit: Duration, what: &str, mut find: impl FnMut() -> Option<T>) -> T {
