@@ -16,7 +16,7 @@ namespace, the bottleneck's when tbf releases them, up to one request later, so 
 the difference per poll sees the tail of a bg request as fg; a gate has to carry the deficit over.
 
 `--net-shaper tact-htb`: the bottleneck is tact's own htb tree (`--net-rate`), so its job class
-and the clamp during the PI are measured too:
+below the foreground class is measured too:
 
     fg ns (fg sender, bg sender, tact) --veth, htb 100 Mbit/s--> sink ns
 

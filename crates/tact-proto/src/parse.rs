@@ -362,7 +362,6 @@ impl<'a> Fields<'a> {
                     Some(ClassReport {
                         fg_bytes: f.count("fg_bytes")?,
                         bg_bytes: f.count("bg_bytes")?,
-                        bg_held: f.opt_bool("bg_held")?.unwrap_or(false),
                     })
                 }
             },
@@ -430,6 +429,31 @@ mod tests {
 
     fn err(line: &str) -> String {
         parse_request(line.as_bytes()).unwrap_err().to_string()
+    }
+
+    /// A running job's report with one gate.
+    fn running_with(gate: GateReport) -> Report {
+        Report {
+            state: ReportState::Running,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 0,
+            suspend_for_ms: 0,
+            idle: Some(IdleReport {
+                cpu: None,
+                gates: vec![gate],
+            }),
+        }
+    }
+
+    /// A report line from job 1 with one held gate on `net:lo`, `fields` added to the gate's
+    /// required ones (`,"name":value`, or nothing).
+    fn held_lo_line(fields: &str) -> String {
+        format!(
+            r#"{{"v":1,"op":"report","job":1,"report":{{"state":"running","idle":{{"gates":[
+            {{"resource":"net:lo","state":"held","pi_ms":1{fields}}}]}}}}}}"#
+        )
     }
 
     #[test]
@@ -627,33 +651,18 @@ mod tests {
                 classes: Some(ClassReport {
                     fg_bytes: 1200,
                     bg_bytes: 3_400_000,
-                    bg_held: true,
                 }),
             }),
             own_traffic: None,
         };
-        let report = Report {
-            state: ReportState::Running,
-            rate: None,
-            target: None,
-            unit: None,
-            suspended_ms: 0,
-            suspend_for_ms: 0,
-            idle: Some(IdleReport {
-                cpu: None,
-                gates: vec![gate],
-            }),
+        let sent = Request::Report {
+            job: 2,
+            report: running_with(gate),
         };
-        let sent = Request::Report { job: 2, report };
         let line = sent.to_line();
         assert_eq!(parse_request(&line[..line.len() - 1]), Ok(sent));
 
-        let bad = |kernel: &str| {
-            err(&format!(
-                r#"{{"v":1,"op":"report","job":1,"report":{{"state":"running","idle":{{"gates":[
-                {{"resource":"net:lo","state":"held","pi_ms":1,"kernel":{kernel}}}]}}}}}}"#
-            ))
-        };
+        let bad = |kernel: &str| err(&held_lo_line(&format!(r#","kernel":{kernel}"#)));
         let at = "report.idle.gates[0].kernel";
         let e = bad("1");
         assert!(e.starts_with(&format!("{at}: must be an object")), "{e}");
@@ -669,46 +678,49 @@ mod tests {
         let e = bad(r#"{"classes":{"bg_bytes":-1}}"#);
         assert!(e.starts_with(&format!("{at}.classes.bg_bytes: ")), "{e}");
         // Every field is optional: a newer client may send less.
-        let r = parse_request(
-            br#"{"v":1,"op":"report","job":1,"report":{"state":"running","idle":{"gates":[
-                {"resource":"net:lo","state":"held","pi_ms":1,"kernel":{}}]}}}"#,
-        )
-        .unwrap();
+        let r = parse_request(held_lo_line(r#","kernel":{}"#).as_bytes()).unwrap();
         let Request::Report { report, .. } = r else {
             panic!("{r:?}")
         };
         let k = report.idle.unwrap().gates[0].kernel.clone().unwrap();
         assert_eq!((k.htb_rate_bits, k.marking, k.classes), (None, false, None));
+        // An older tact also says whether the class was clamped (`bg_held`); like any field
+        // this parser does not know, it is ignored.
+        let line =
+            held_lo_line(r#","kernel":{"classes":{"fg_bytes":1,"bg_bytes":2,"bg_held":true}}"#);
+        let r = parse_request(line.as_bytes()).unwrap();
+        let Request::Report { report, .. } = r else {
+            panic!("{r:?}")
+        };
+        let k = report.idle.unwrap().gates[0].kernel.clone().unwrap();
+        assert_eq!(
+            k.classes,
+            Some(ClassReport {
+                fg_bytes: 1,
+                bg_bytes: 2
+            })
+        );
     }
 
     /// A link's `own_traffic` is optional both ways: a job that predates it sends none, and a
     /// gate without it (a disk's) sends nothing rather than `null`.
     #[test]
     fn a_links_own_traffic_round_trips_and_is_optional() {
-        let report = |own_traffic| Report {
-            state: ReportState::Running,
-            rate: None,
-            target: None,
-            unit: None,
-            suspended_ms: 0,
-            suspend_for_ms: 0,
-            idle: Some(IdleReport {
-                cpu: None,
-                gates: vec![GateReport {
-                    resource: "net:eth0".into(),
-                    state: GateState::Held,
-                    pi_ms: 10.0,
-                    holds: 1,
-                    held_ms: 5,
-                    fg_bytes: 1500,
-                    counters: [[0; 4]; 4],
-                    preempted: 0,
-                    expired_pis: 0,
-                    harm: 0.0,
-                    kernel: None,
-                    own_traffic,
-                }],
-            }),
+        let report = |own_traffic| {
+            running_with(GateReport {
+                resource: "net:eth0".into(),
+                state: GateState::Held,
+                pi_ms: 10.0,
+                holds: 1,
+                held_ms: 5,
+                fg_bytes: 1500,
+                counters: [[0; 4]; 4],
+                preempted: 0,
+                expired_pis: 0,
+                harm: 0.0,
+                kernel: None,
+                own_traffic,
+            })
         };
         for (own, wire) in [
             (OwnTraffic::Namespace, "namespace"),
@@ -740,19 +752,13 @@ mod tests {
         assert_eq!(parse_request(&line[..line.len() - 1]), Ok(sent));
         // From a job that predates the field, and one that sends `null`.
         for own in ["", r#","own_traffic":null"#] {
-            let line = format!(
-                r#"{{"v":1,"op":"report","job":1,"report":{{"state":"running","idle":{{"gates":[
-                {{"resource":"net:lo","state":"held","pi_ms":1{own}}}]}}}}}}"#
-            );
+            let line = held_lo_line(own);
             let Ok(Request::Report { report, .. }) = parse_request(line.as_bytes()) else {
                 panic!("{line}")
             };
             assert_eq!(report.idle.unwrap().gates[0].own_traffic, None, "{line}");
         }
-        let e = err(
-            r#"{"v":1,"op":"report","job":1,"report":{"state":"running","idle":{"gates":[
-            {"resource":"net:lo","state":"held","pi_ms":1,"own_traffic":"udp_sockets"}]}}}"#,
-        );
+        let e = err(&held_lo_line(r#","own_traffic":"udp_sockets""#));
         assert!(
             e.starts_with(
                 "report.idle.gates[0].own_traffic: must be one of namespace, htb_class, tcp_sockets, \

@@ -220,9 +220,6 @@ pub struct ClassReport {
     /// Class 1:20: the packets marked LE (the job's, when tact marks them).
     #[serde(default)]
     pub bg_bytes: u64,
-    /// Whether the job's class is clamped to its floor now (the gate holds the job).
-    #[serde(default)]
-    pub bg_held: bool,
 }
 
 /// Whether a gate lets the job run.

@@ -48,8 +48,8 @@ Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime 
                    interval has passed with none; also the idle I/O class where BFQ runs
   net[:INTERFACE]  the same on an interface's traffic (default: the default route's); as root
                    (CAP_NET_ADMIN) also an htb tree on its egress with the job's class below the
-                   foreground, clamped during the preemption interval (rate: --net-rate, or 95%
-                   of the link speed when known), and the job's packets marked DSCP LE by
+                   foreground, whose packets go first (rate: --net-rate, or 95% of the link
+                   speed when known), and the job's packets marked DSCP LE by
                    nftables (the job in a cgroup v2 directory of tact's). A root qdisc someone
                    else added is left alone unless --net-replace-qdisc. All removed at the end.
   Default --preempt: disk 10x its mean service time from /proc/diskstats (at least 10ms, at

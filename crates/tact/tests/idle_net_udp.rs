@@ -123,8 +123,8 @@ fn a_job_alone_on_the_link_is_not_held_by_its_own_udp_traffic() {
         summary["holds"]
     );
     // Counted as foreground (before the class was read), its datagrams held it after its
-    // first burst and its class was clamped to 8 kbit for the PI with a socket buffer of
-    // datagrams queued there, so it crawled from hold to hold: measured 0.42 MB sent in 4 s,
+    // first burst and its class was clamped to 8 kbit for the PI (as tact then did) with a
+    // socket buffer of datagrams queued there, so it crawled from hold to hold: 0.42 MB in 4 s,
     // 4 holds. Read from its class, it ran at the tree's rate (12 MB/s, no hold). A stray
     // frame (ARP) is below θ.
     assert!(sent > 4 << 20, "the job sent {sent} bytes: {summary}");

@@ -10,9 +10,12 @@
 //!    └─ 1:20  background: rate 8 kbit, ceil R, prio 7   ← u32 filters: DSCP and/or fwmark
 //! ```
 //!
-//! That is a priority queue (p = 0). The gate adds the preemption interval by clamping the
-//! background ceil to its 8 kbit floor while in P ([`HtbPlan::hold_bg`]) and opening it again
-//! afterwards ([`HtbPlan::release_bg`]). The background class counters are the job's own
+//! That is a priority queue: a queued background packet goes only when the foreground class is
+//! empty, so a foreground burst waits for at most the one frame on the wire. The tree is never
+//! changed while it stands: the preemption interval is the gate's hold (SIGSTOP) of the job. A
+//! ceil clamped to the floor during the hold (`tc class change`, as tact once did) charged each
+//! frame htb let out under it at 8 kbit, 1.44 s of debt in the class's ctokens that reopening
+//! does not clear, and the class starved. The background class counters are the job's own
 //! transmitted traffic, every protocol, which the network probe cannot get otherwise: the idle
 //! gate reads them at every probe over rtnetlink ([`crate::probe::htb_class`]), tests also
 //! with `tc` ([`Tc::class_stats`]).
@@ -42,8 +45,8 @@ use crate::probe::proc::{ProcId, ProcReader};
 pub const FG_CLASS: &str = "1:10";
 /// The background class.
 pub const BG_CLASS: &str = "1:20";
-/// The background's guaranteed rate and the ceil it is clamped to while held (htb needs a rate
-/// above zero).
+/// The background's guaranteed rate (htb needs a rate above zero); it borrows the rest up to the
+/// full rate whenever the foreground leaves it.
 pub const BG_FLOOR_BITS: u64 = 8_000;
 /// DSCP LE (lower effort, RFC 8622), TOS byte 0x04: the default background mark.
 pub const DSCP_LE: u8 = 1;
@@ -115,9 +118,9 @@ impl HtbPlan {
         let rate = bits(self.rate_bits);
         let mut cmds = vec![
             self.cmd("qdisc add", "root handle 1: htb default 10"),
-            self.class("add", "1:", "1:1", &rate, &rate, None),
-            self.class("add", "1:1", FG_CLASS, &rate, &rate, Some(0)),
-            self.class("add", "1:1", BG_CLASS, &bits(BG_FLOOR_BITS), &rate, Some(7)),
+            self.add_class("1:", "1:1", &rate, &rate, None),
+            self.add_class("1:1", FG_CLASS, &rate, &rate, Some(0)),
+            self.add_class("1:1", BG_CLASS, &bits(BG_FLOOR_BITS), &rate, Some(7)),
         ];
         // u32 filters of different protocols need priorities of their own.
         let mut prio = 1;
@@ -145,32 +148,9 @@ impl HtbPlan {
         self.cmd("qdisc del", "root")
     }
 
-    /// Clamps the background to its floor: the preemption interval's hold.
-    pub fn hold_bg(&self) -> TcCommand {
-        self.bg_ceil(BG_FLOOR_BITS)
-    }
-
-    /// Lets the background borrow up to the full rate again.
-    pub fn release_bg(&self) -> TcCommand {
-        self.bg_ceil(self.rate_bits)
-    }
-
-    /// Sets the background ceil, kept within [floor, rate].
-    pub fn bg_ceil(&self, ceil_bits: u64) -> TcCommand {
-        let ceil = ceil_bits.clamp(BG_FLOOR_BITS, self.rate_bits);
-        self.class(
-            "change",
-            "1:1",
-            BG_CLASS,
-            &bits(BG_FLOOR_BITS),
-            &bits(ceil),
-            Some(7),
-        )
-    }
-
-    fn class(
+    /// `tc class add`: the tree's classes are made once and never changed.
+    fn add_class(
         &self,
-        verb: &str,
         parent: &str,
         classid: &str,
         rate: &str,
@@ -179,7 +159,7 @@ impl HtbPlan {
     ) -> TcCommand {
         let prio = prio.map_or(String::new(), |p| format!(" prio {p}"));
         self.cmd(
-            &format!("class {verb}"),
+            "class add",
             &format!(
                 "parent {parent} classid {classid} htb rate {rate} ceil {ceil}{prio} quantum {QUANTUM}"
             ),

@@ -420,21 +420,6 @@ fn render_net_kernel(
             }
         }
     }
-    family(
-        out,
-        "tact_job_gate_class_held",
-        "gauge",
-        "1 while the job's htb class is clamped to its floor (the gate holds the job).",
-    );
-    for (l, k) in &kernels {
-        if let Some(c) = k.classes {
-            let _ = writeln!(
-                out,
-                "tact_job_gate_class_held{{{l}}} {}",
-                u8::from(c.bg_held)
-            );
-        }
-    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -578,7 +563,6 @@ mod tests {
                         classes: Some(tact_proto::ClassReport {
                             fg_bytes: 1500,
                             bg_bytes: 64_000,
-                            bg_held: true,
                         }),
                     }),
                     own_traffic: Some(tact_proto::OwnTraffic::TcpSockets),
@@ -612,7 +596,6 @@ mod tests {
             format!("tact_job_gate_marking{{{l}}} 1"),
             format!("tact_job_gate_class_bytes_total{{{l},class=\"fg\"}} 1500"),
             format!("tact_job_gate_class_bytes_total{{{l},class=\"bg\"}} 64000"),
-            format!("tact_job_gate_class_held{{{l}}} 1"),
             format!("tact_job_gate_own_traffic{{{l},source=\"tcp_sockets\"}} 1"),
             r#"tact_job_idle_cpu{job="5",name="scrub",user="root",pid="43",mechanism="sched_idle"} 1"#
                 .to_string(),

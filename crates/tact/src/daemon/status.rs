@@ -176,10 +176,9 @@ fn kernel_line(resource: &str, k: &NetKernelReport) -> String {
     ];
     if let Some(c) = k.classes {
         parts.push(format!(
-            "sent: foreground class {}B, the job's class {}B{}",
+            "sent: foreground class {}B, the job's class {}B",
             si(c.fg_bytes as f64),
             si(c.bg_bytes as f64),
-            if c.bg_held { " (clamped now)" } else { "" }
         ));
     }
     let mut line = format!("{resource} kernel: {}", parts.join(", "));
@@ -373,7 +372,6 @@ mod tests {
                             classes: Some(tact_proto::ClassReport {
                                 fg_bytes: 1500,
                                 bg_bytes: 2_400_000,
-                                bg_held: true,
                             }),
                         }),
                         own_traffic: Some(OwnTraffic::Namespace),
@@ -443,7 +441,7 @@ mod tests {
         assert!(
             text.contains(
                 "\n  net:veth0 kernel: htb at 95mbit, the job's packets marked DSCP LE, sent: \
-                 foreground class 1.5kB, the job's class 2.4MB (clamped now)\n"
+                 foreground class 1.5kB, the job's class 2.4MB\n"
             ),
             "{text}"
         );

@@ -74,7 +74,8 @@ struct Watched {
     held: Duration,
     /// Since when this gate holds the job, while it does.
     holding_since: Option<Instant>,
-    /// The htb tree on the link, where tact could build it: clamped while this gate holds.
+    /// The htb tree on the link, where tact could build it (the job's class below the
+    /// foreground; the gate's hold is the PI, the tree is not changed).
     shaper: Option<Shaper>,
     /// The htb classes' bytes at the last look (once a second, for the log and the daemon).
     classes: Option<ClassBytes>,
@@ -89,36 +90,30 @@ impl Watched {
         view
     }
 
-    /// Clamps the link's background class while this gate holds the job, opens it otherwise.
-    /// A `tc` that fails (someone removed the tree) ends the kernel-assisted part, not the job.
-    fn shape(&mut self, hold: bool, t: Duration) {
+    /// Reads the htb classes' bytes, if there is a tree. A tree someone removed (the classes are
+    /// gone) ends the kernel-assisted part, not the job; the probe finds the job's class gone on
+    /// its own and takes the job's traffic from another source.
+    fn look_at_classes(&mut self, t: Duration) {
         let Some(shaper) = &mut self.shaper else {
             return;
         };
-        if let Err(e) = shaper.set_held(hold) {
-            eprintln!(
-                "tact: t={:.2}s {}: {e}; removing the htb tree, the gate goes on alone",
-                t.as_secs_f64(),
-                self.label
-            );
-            if let Some(k) = &mut self.kernel {
-                k.why = format!(
-                    "{}; the htb tree was removed at t={:.2}s: {e}",
-                    k.why,
+        match shaper.class_bytes() {
+            Ok(Some(c)) => self.classes = Some(c),
+            Ok(None) => {
+                let why = format!(
+                    "the htb tree was removed by someone else at t={:.2}s",
                     t.as_secs_f64()
                 );
+                eprintln!("tact: {}: {why}; the gate goes on alone", self.label);
+                if let Some(k) = &mut self.kernel {
+                    k.why = format!("{}; {why}", k.why);
+                }
+                self.classes = None;
+                if let Some(Err(e)) = self.shaper.take().map(Shaper::forget) {
+                    tracing::warn!("{}: {e}", self.label);
+                }
             }
-            self.remove_shaper();
-        }
-    }
-
-    /// Reads the htb classes' bytes, if there is a tree.
-    fn look_at_classes(&mut self) {
-        if let Some(shaper) = &mut self.shaper {
-            match shaper.class_bytes() {
-                Ok(c) => self.classes = Some(c),
-                Err(e) => tracing::warn!("{}: {e}", self.label),
-            }
+            Err(e) => tracing::warn!("{}: {e}", self.label),
         }
     }
 
@@ -181,7 +176,6 @@ impl Watched {
                 classes: self.shaper.as_ref().and(self.classes).map(|c| ClassReport {
                     fg_bytes: c.fg_bytes,
                     bg_bytes: c.bg_bytes,
-                    bg_held: c.bg_held,
                 }),
             }),
             // As it is now: the job may have moved to a namespace of its own since the start.
@@ -518,7 +512,7 @@ impl IdleJob {
             .map(|w| (w.label.clone(), w.gate.params().pi))
             .collect();
         for w in &mut self.watched {
-            w.look_at_classes();
+            w.look_at_classes(self.summary.elapsed);
         }
         let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
         if let Some(log) = &mut self.log {
@@ -583,8 +577,9 @@ impl IdleJob {
                 if let Some(guard) = &mut self.guard {
                     guard.renew(LEASE)?;
                 }
+                let t = self.start.elapsed();
                 for w in &mut self.watched {
-                    w.look_at_classes();
+                    w.look_at_classes(t);
                 }
                 let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
                 let held = self.held_since.is_some();
@@ -630,7 +625,6 @@ impl IdleJob {
             w.fg_bytes += probe.foreground;
             let hold = !w.gate.poll(t, probe.fg_active(), true);
             w.holding(hold, now);
-            w.shape(hold, t);
             if hold {
                 holders.push(holder(&w.label, &probe));
             }

@@ -41,8 +41,6 @@ pub struct ClassBytes {
     pub fg_bytes: u64,
     /// Class 1:20: the packets marked LE (the job's, when tact marks them).
     pub bg_bytes: u64,
-    /// Whether the class is clamped to its floor now (the gate holds the job).
-    pub bg_held: bool,
 }
 
 /// What the kernel does for a link beyond the gate (`--idle net` where tact may).

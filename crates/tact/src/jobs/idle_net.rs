@@ -1,8 +1,10 @@
 //! The kernel-assisted half of `--idle net` (spec idletime §6, "Network"), where tact may
 //! (CAP_NET_ADMIN): an htb tree on the interface's egress whose background class sits below the
-//! foreground and is clamped to its floor while the gate holds the job (the PI), and the job's
+//! foreground (its queued packets go only when the foreground class is empty), and the job's
 //! packets marked DSCP LE from outside so that they land in that class: the job in a cgroup v2
-//! directory of its own and an nftables rule on sockets of that cgroup.
+//! directory of its own and an nftables rule on sockets of that cgroup. The tree is built once
+//! and not changed while it stands: the PI is the gate's hold of the job (clamping the class's
+//! ceil during it left the class in debt, `tact_linux::actuate::htb`).
 //!
 //! Each part is set up only where it can be and says why not otherwise; the user-level gate runs
 //! either way. Both are undone when dropped, so every exit path that unwinds removes them. What
@@ -43,7 +45,6 @@ pub struct Shaper {
     records: TreeRecords,
     /// The classes' counters, over rtnetlink (no `tc` run for the log's once a second).
     classes: TcClasses,
-    held: bool,
     removed: bool,
 }
 
@@ -112,12 +113,10 @@ impl Shaper {
             }
         };
         let how = format!(
-            "htb at {} ({from}): foreground {}, the job's class {} below it (DSCP LE), held to \
-             {} during the PI{replaced}",
+            "htb at {} ({from}): foreground {}, the job's class {} below it (DSCP LE){replaced}",
             fmt_rate(rate),
             htb::FG_CLASS,
             htb::BG_CLASS,
-            fmt_rate(htb::BG_FLOOR_BITS)
         );
         Ok((
             Shaper {
@@ -125,7 +124,6 @@ impl Shaper {
                 plan,
                 records,
                 classes,
-                held: false,
                 removed: false,
             },
             how,
@@ -136,36 +134,22 @@ impl Shaper {
         self.plan.rate_bits
     }
 
-    /// Clamps the background class (the gate holds the job) or opens it again; runs `tc` only
-    /// when that changes.
-    pub fn set_held(&mut self, held: bool) -> tact_linux::Result<()> {
-        if held == self.held {
-            return Ok(());
-        }
-        let cmd = if held {
-            self.plan.hold_bg()
-        } else {
-            self.plan.release_bg()
-        };
-        self.tc.run(&cmd)?;
-        self.held = held;
-        Ok(())
+    /// The bytes each class has sent since the tree was built; `None` when the interface has
+    /// not both classes any more (someone removed or replaced the tree).
+    pub fn class_bytes(&mut self) -> tact_linux::Result<Option<ClassBytes>> {
+        let stats = self.classes.dump()?;
+        let bytes = |id: &str| stats.iter().find(|c| c.classid == id).map(|c| c.bytes);
+        Ok(match (bytes(htb::FG_CLASS), bytes(htb::BG_CLASS)) {
+            (Some(fg_bytes), Some(bg_bytes)) => Some(ClassBytes { fg_bytes, bg_bytes }),
+            _ => None,
+        })
     }
 
-    /// The bytes each class has sent since the tree was built.
-    pub fn class_bytes(&mut self) -> tact_linux::Result<ClassBytes> {
-        let stats = self.classes.dump()?;
-        let bytes = |id: &str| {
-            stats
-                .iter()
-                .find(|c| c.classid == id)
-                .map_or(0, |c| c.bytes)
-        };
-        Ok(ClassBytes {
-            fg_bytes: bytes(htb::FG_CLASS),
-            bg_bytes: bytes(htb::BG_CLASS),
-            bg_held: self.held,
-        })
+    /// Lets go of a tree someone else removed: no `tc` runs (the root qdisc there now is not
+    /// tact's), and its record goes.
+    pub fn forget(mut self) -> tact_linux::Result<()> {
+        self.removed = true;
+        self.records.remove(&self.plan.dev)
     }
 
     /// Removes the tree (the kernel puts its default root qdisc back), then its record; a tree
