@@ -18,11 +18,15 @@
 //! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise
 //! or start a cycle early (spec §6 item 3), never raise the count.
 //!
+//! [`freeze`] decides which of a fixed pool's workers `tact tune --freeze` stops to hold the
+//! count the controller asks.
+//!
 //! The contract shared with other controllers is [`Policy`]; `docs/tune.md` describes the
 //! choices made where the paper is silent or wrong.
 
 pub mod baselines;
 pub mod decide;
+pub mod freeze;
 pub mod params;
 mod policy;
 mod samples;

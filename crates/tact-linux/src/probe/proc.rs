@@ -33,6 +33,14 @@ pub struct SignalMasks {
     pub caught: u64,
 }
 
+impl SignalMasks {
+    /// Whether `mask` (one of the fields) holds signal `sig`, at bit `sig - 1`. Numbers outside
+    /// 1..=64 are in no mask.
+    pub fn has(mask: u64, sig: i32) -> bool {
+        (1..=64).contains(&sig) && mask & (1 << (sig - 1)) != 0
+    }
+}
+
 /// A process's live threads as one listing of `/proc/PID/task` found them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ThreadsNow {
@@ -272,7 +280,10 @@ impl ProcReader {
         if !states.contains(&'D') || states.iter().any(stopped) {
             return Ok(true);
         }
-        Ok(self.signal_masks(pid)?.shared_pending & (1 << (libc::SIGSTOP - 1)) != 0)
+        Ok(SignalMasks::has(
+            self.signal_masks(pid)?.shared_pending,
+            libc::SIGSTOP,
+        ))
     }
 
     /// The signal masks of `/proc/PID/status` that tell whether a signal sent to the process
@@ -667,6 +678,13 @@ mod tests {
                 caught: (1 << 9) | (1 << 11),
             }
         );
+        // 0x200 is bit 9: signal 10.
+        assert!(SignalMasks::has(1 << 9, 10));
+        assert!(!SignalMasks::has(1 << 9, 9) && !SignalMasks::has(1 << 9, 11));
+        assert!(SignalMasks::has(1, 1) && SignalMasks::has(1 << 63, 64));
+        for out_of_range in [0, -1, 65, i32::MAX] {
+            assert!(!SignalMasks::has(u64::MAX, out_of_range), "{out_of_range}");
+        }
         let err = r.signal_masks(6).unwrap_err().to_string();
         assert!(
             err.contains("6/status:3:") && err.contains("ShdPnd"),

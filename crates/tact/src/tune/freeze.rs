@@ -10,20 +10,13 @@
 //! workers are the children of the first process with several (or none). `--freeze-depth N`
 //! says it instead (1: the command's children; 2: their children, e.g. Python's forkserver
 //! pools, whose workers are children of the forkserver). The pool has started when that set
-//! has been the same size for [`SETTLE`]; its size then is the most workers the count can ask.
+//! has been the same size for [`SETTLE`](tact_core::tune::freeze::SETTLE); its size then is the most workers the count can ask.
 //! A worker's own children (a task's subprocess) are stopped and continued with it.
 //!
-//! **Between tasks.** A worker waiting for its next task is blocked: not runnable, its CPU
-//! clock still. Another process's CPU clock moves only at ticks while it runs, but is brought
-//! up to date whenever it blocks, so a clock unchanged since the last look together with a
-//! state other than R now means it has not run since. Surplus workers are frozen quietest
-//! first, among those quiet for at least [`QUIET`]; if too few are, after `--freeze-wait`
-//! the quietest running ones are frozen anyway, mid-task, and swapped for the first thawed
-//! worker that goes quiet, so that their task goes on soon. A worker blocked inside a task (on
-//! I/O, asleep) looks like an idle one, so a quiet frozen worker may hold a task too: when the
-//! pool stalls, no task ending for ten mean gaps between completions (spec §6's starvation
-//! rule) while every thawed worker is quiet, as at the end of a `Pool.map` that waits for the
-//! tasks frozen workers hold, the longest frozen workers are swapped in for the quiet ones.
+//! **Which to freeze.** [`tact_core::tune::freeze`] decides, from the workers' CPU clocks and
+//! states read here: surplus workers between tasks first, busy ones after `--freeze-wait`, and
+//! swaps when a frozen worker may hold work the pool waits for (its module doc tells how). This
+//! module only reads `/proc` and sends the signals.
 //!
 //! **Safety.** Each worker is a [`JobTree`], stopped through `stop_with`, which records it in
 //! the crash state directory and hands its pidfds to the guard before the signal: if tact
@@ -37,23 +30,16 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+pub use tact_core::tune::freeze::Frozen;
+use tact_core::tune::freeze::{Actuate, FrozenLook, Pool, Reading, Settle};
 use tact_core::tune::Load;
 use tact_linux::probe::cpu::{Activity, ProcWatch};
+use tact_linux::probe::proc::SignalMasks;
 use tact_linux::state::StateDir;
 use tact_linux::{Guard, JobTree, ProcReader};
 
 use super::completions::Counting;
 
-/// How long the set of workers must keep its size before tact takes it as the pool.
-const SETTLE: Duration = Duration::from_millis(500);
-/// How long a worker must have been blocked, its clock still, to count as between tasks: a few
-/// ticks, so that a worker that only paused inside a task is rarely taken for an idle one.
-const QUIET: Duration = Duration::from_millis(30);
-/// How long the pool may go without a completion, before its first gap between completions is
-/// known, until frozen workers are swapped in (they may hold the work it waits for).
-const ROTATE: Duration = Duration::from_secs(1);
-/// The weight of each new gap in the moving mean of gaps between completions.
-const GAP_WEIGHT: f64 = 0.1;
 /// The guard continues everything if tact has not renewed its lease for this long (tact hung).
 const LEASE: Duration = Duration::from_secs(10);
 /// How often the lease is renewed.
@@ -93,15 +79,15 @@ fn found_depth(reader: &ProcReader, root: i32) -> Result<usize> {
     }
 }
 
-/// Watches the command start its pool, until the workers' set has kept its size for
-/// [`SETTLE`].
+/// Watches the command start its pool, until the workers' set has settled ([`Settle`]).
 pub struct Discovery {
     reader: ProcReader,
     root: i32,
     /// `--freeze-depth`.
     given: Option<usize>,
-    /// The depth and count seen last, and since when.
-    seen: Option<(usize, usize, Instant)>,
+    settle: Settle,
+    /// The first look: the time [`Settle`] counts from.
+    origin: Option<Instant>,
 }
 
 impl Discovery {
@@ -110,7 +96,8 @@ impl Discovery {
             reader: ProcReader::new(),
             root,
             given,
-            seen: None,
+            settle: Settle::default(),
+            origin: None,
         }
     }
 
@@ -121,87 +108,145 @@ impl Discovery {
             None => found_depth(&self.reader, self.root)?,
         };
         let count = workers_at(&self.reader, self.root, depth)?.len();
-        match self.seen {
-            Some((d, n, since)) if d == depth && n == count => Ok((count > 0
-                && now.saturating_duration_since(since) >= SETTLE)
-                .then_some((depth, count))),
-            _ => {
-                self.seen = Some((depth, count, now));
-                Ok(None)
+        let origin = *self.origin.get_or_insert(now);
+        Ok(self
+            .settle
+            .look(depth, count, now.saturating_duration_since(origin)))
+    }
+}
+
+/// A worker as tact acts on it.
+struct Member {
+    /// The worker and its own children, stopped and continued together.
+    tree: JobTree,
+    watch: ProcWatch,
+}
+
+/// The workers' process trees, with the crash records and the guard that make freezing them
+/// safe: what carries out the pool's freezes and thaws.
+struct Trees {
+    /// In the pool's order.
+    members: Vec<Member>,
+    state: StateDir,
+    /// Started at the first freeze, with its lease renewed at most every [`RENEW_EVERY`].
+    guard: Option<Guard>,
+    renewed: Instant,
+}
+
+/// The tree of worker `pid`.
+fn tree_of(members: &mut [Member], pid: i32) -> &mut JobTree {
+    &mut members
+        .iter_mut()
+        .find(|m| m.tree.root().pid == pid)
+        .expect("the pool and the trees know the same workers")
+        .tree
+}
+
+impl Trees {
+    /// Drops a worker's tree, which continues any child of it tact stopped that outlives it.
+    fn forget(&mut self, pid: i32) {
+        self.members.retain(|m| {
+            if m.tree.root().pid != pid {
+                return true;
+            }
+            if let Err(e) = self.state.remove(&m.tree) {
+                tracing::warn!("{e}");
+            }
+            false
+        });
+    }
+
+    fn renew(&mut self, now: Instant) -> Result<()> {
+        if let Some(guard) = &mut self.guard {
+            if now.saturating_duration_since(self.renewed) >= RENEW_EVERY {
+                guard.renew(LEASE)?;
+                self.renewed = now;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Actuate for Trees {
+    type Error = anyhow::Error;
+
+    /// Stops the worker with its children, the crash record and the guard in place first. One
+    /// still running after `JobTree`'s wait (in the kernel for that long) is continued and left
+    /// running for now.
+    fn freeze(&mut self, pid: i32) -> Result<bool> {
+        if self.guard.is_none() {
+            let exe = std::env::current_exe()
+                .context("cannot find tact's own executable for its guard")?;
+            let mut guard = Guard::start(&exe, &["__guard"])?;
+            guard.renew(LEASE)?;
+            self.guard = Some(guard);
+            // The lease runs from its grant: now, a moment after the poll that asked.
+            self.renewed = Instant::now();
+        }
+        let guard = self.guard.as_mut().expect("started above");
+        let state = &self.state;
+        let tree = tree_of(&mut self.members, pid);
+        // Every member goes to the guard, not only the stopped ones: workers are frozen and
+        // thawed many times, and a pidfd sent once serves for all (a running process the
+        // guard continues is unaffected).
+        match tree.stop_with(|t| {
+            state.record(t)?;
+            guard.watch_all(t)
+        }) {
+            Ok(()) => Ok(true),
+            Err(tact_linux::Error::NotStopped { pids, waited }) => {
+                tree.resume().ok();
+                tracing::warn!("--freeze: {pids:?} still running {waited:?} after SIGSTOP");
+                Ok(false)
+            }
+            Err(e) => {
+                tree.resume().ok();
+                Err(e).context("--freeze: cannot freeze a worker")
+            }
+        }
+    }
+
+    fn thaw(&mut self, pid: i32) -> Result<()> {
+        tree_of(&mut self.members, pid)
+            .resume()
+            .context("--freeze: cannot continue a worker")
+    }
+}
+
+impl Drop for Trees {
+    /// Every exit path: the workers are continued (each tree resumes what it stopped), then
+    /// the guard leaves and the crash records go.
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Err(e) = m.tree.resume() {
+                tracing::warn!("--freeze: {e}");
+            }
+        }
+        if let Some(guard) = self.guard.take() {
+            if let Err(e) = guard.bye() {
+                tracing::warn!("guard: {e}");
+            }
+        }
+        for m in &self.members {
+            if let Err(e) = self.state.remove(&m.tree) {
+                tracing::warn!("{e}");
             }
         }
     }
 }
 
-/// What `--json-log` and `-v` tell of the pool whenever it changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Frozen {
-    /// Live workers.
-    pub workers: usize,
-    /// Of those, frozen by tact.
-    pub frozen: usize,
-    /// Of the frozen, those stopped mid-task (after --freeze-wait).
-    pub mid_task: usize,
-}
-
-/// A worker tact froze, and how.
-#[derive(Debug, Clone, Copy)]
-struct Hold {
-    since: Instant,
-    /// Frozen while it was not quiet: it may hold a task.
-    mid_task: bool,
-}
-
-struct Worker {
-    /// The worker and its own children, stopped and continued together.
-    tree: JobTree,
-    watch: ProcWatch,
-    /// Its CPU clock at the last look, and since when it has been blocked with the clock still.
-    clock: u64,
-    quiet_since: Instant,
-    hold: Option<Hold>,
-    /// Someone else stopped it: it runs no task, and tact leaves it alone.
-    held_by_other: bool,
-    /// Someone asked it to end while frozen: never frozen again.
-    ending: bool,
-}
-
-impl Worker {
-    fn quiet_for(&self, now: Instant) -> Duration {
-        now.saturating_duration_since(self.quiet_since)
-    }
-
-    fn running(&self) -> bool {
-        self.hold.is_none() && !self.held_by_other
-    }
-}
-
-/// The actuator: keeps `target` workers running and the rest frozen.
+/// The actuator: keeps `target` workers running and the rest frozen, as the [`Pool`] decides.
 pub struct Freezer {
     reader: ProcReader,
     root: i32,
     depth: usize,
-    /// The most workers the count asks: the pool's size when it settled.
-    size: usize,
-    workers: Vec<Worker>,
+    pool: Pool,
+    trees: Trees,
     /// Processes at the workers' depth that tact may not regulate (another user's, say):
     /// left alone, and not asked again while they are there.
     refused: Vec<i32>,
-    target: usize,
-    /// `--freeze-wait`: how long a surplus waits for quiet workers before running ones go.
-    wait: Duration,
-    surplus_since: Option<Instant>,
-    /// The last completion (or rotation, or the start), and the mean gap between completions.
-    progress: Instant,
-    gap: Option<Duration>,
-    state: StateDir,
-    /// Started at the first freeze, with its lease renewed at most every [`RENEW_EVERY`].
-    guard: Option<Guard>,
-    renewed: Instant,
-    /// A signal was passed on to the command: everything is thawed and stays so.
-    released: bool,
-    /// The counts last reported.
-    reported: Frozen,
+    /// The pool's time zero.
+    origin: Instant,
 }
 
 impl Freezer {
@@ -220,129 +265,110 @@ impl Freezer {
             reader: ProcReader::new(),
             root,
             depth,
-            size,
-            workers: Vec::new(),
+            pool: Pool::new(size, target, wait, Duration::ZERO),
+            trees: Trees {
+                members: Vec::new(),
+                state,
+                guard: None,
+                renewed: now,
+            },
             refused: Vec::new(),
-            target,
-            wait,
-            surplus_since: None,
-            progress: now,
-            gap: None,
-            state,
-            guard: None,
-            renewed: now,
-            released: false,
-            reported: Frozen::default(),
+            origin: now,
         };
         freezer.look(now)?;
         Ok(freezer)
     }
 
     pub fn set_target(&mut self, target: usize, now: Instant) -> Result<()> {
-        self.target = target;
+        self.pool.set_target(target);
         self.catch_up(now)
     }
 
     /// Looks at the workers and freezes or thaws what the target asks.
     pub fn catch_up(&mut self, now: Instant) -> Result<()> {
         self.look(now)?;
-        if !self.released {
-            self.balance(now)?;
-        }
-        self.renew(now)
+        let at = self.at(now);
+        self.pool.balance(at, &mut self.trees)?;
+        self.trees.renew(now)
     }
 
     /// Thawed workers are the jobs in flight; the queue is the program's, unseen, so the pool
     /// counts as saturated when the running workers reach the target.
     pub fn load(&self) -> Load {
-        Load::new(self.workers.iter().filter(|w| w.running()).count(), 0)
+        Load::new(self.pool.running(), 0)
     }
 
     /// The counts, when they changed since the last call.
     pub fn changed(&mut self) -> Option<Frozen> {
-        let now = Frozen {
-            workers: self.workers.len(),
-            frozen: self.workers.iter().filter(|w| w.hold.is_some()).count(),
-            mid_task: self
-                .workers
-                .iter()
-                .filter(|w| w.hold.is_some_and(|h| h.mid_task))
-                .count(),
-        };
-        (now != self.reported).then(|| {
-            self.reported = now;
-            now
-        })
+        self.pool.changed()
     }
 
     /// A signal goes to the command: every frozen worker is continued first, to take it, and
     /// none is frozen again.
     pub fn release(&mut self) -> Result<()> {
-        self.released = true;
-        let mut first_error = None;
-        for w in self.workers.iter_mut().filter(|w| w.hold.is_some()) {
-            if let Err(e) = w.tree.resume() {
-                first_error.get_or_insert(e);
-            }
-            w.hold = None;
-        }
-        first_error.map_or(Ok(()), |e| {
-            Err(e).context("--freeze: cannot continue a worker")
-        })
+        self.pool.release(&mut self.trees)
     }
 
-    /// Finds new workers, forgets those that exited, and reads how the others run.
+    /// `n` tasks ended since the last call.
+    pub fn completed(&mut self, n: usize, now: Instant) {
+        self.pool.completed(n, self.at(now));
+    }
+
+    fn at(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.origin)
+    }
+
+    /// Finds new workers, forgets those that exited, and tells the pool how the others run.
     fn look(&mut self, now: Instant) -> Result<()> {
+        let at = self.at(now);
         let pids = workers_at(&self.reader, self.root, self.depth)?;
         let mut gone = Vec::new();
-        for (i, w) in self.workers.iter_mut().enumerate() {
-            if !w.tree.is_alive() || !pids.contains(&w.tree.root().pid) {
-                gone.push(i);
+        for m in &mut self.trees.members {
+            let pid = m.tree.root().pid;
+            if !m.tree.is_alive() || !pids.contains(&pid) {
+                gone.push(pid);
                 continue;
             }
-            if w.hold.is_some() {
-                if !still_frozen(&self.reader, w)? {
-                    w.tree.resume().ok();
-                    w.hold = None;
-                    w.quiet_since = now;
+            if self.pool.is_frozen(pid) {
+                let look = frozen_look(&self.reader, &m.tree)?;
+                if self.pool.frozen_seen(pid, look, at) {
+                    m.tree.resume().ok();
                 }
                 continue;
             }
-            match w.watch.read() {
+            match m.watch.read() {
                 Ok(r) => {
-                    w.held_by_other = r.activity == Activity::Stopped;
-                    if r.cpu_ns != w.clock || r.activity == Activity::Runnable {
-                        w.clock = r.cpu_ns;
-                        w.quiet_since = now;
-                    }
+                    let reading = Reading {
+                        cpu_ns: r.cpu_ns,
+                        runnable: r.activity == Activity::Runnable,
+                        stopped: r.activity == Activity::Stopped,
+                    };
+                    self.pool.seen(pid, reading, at);
                 }
-                Err(tact_linux::Error::NoProcess { .. }) => gone.push(i),
+                Err(tact_linux::Error::NoProcess { .. }) => gone.push(pid),
                 Err(e) => return Err(e).context("--freeze: cannot read a worker"),
             }
         }
-        for i in gone.into_iter().rev() {
-            // Dropping the tree continues any child of it tact stopped that outlives it.
-            let w = self.workers.remove(i);
-            if let Err(e) = self.state.remove(&w.tree) {
-                tracing::warn!("{e}");
-            }
+        for pid in gone {
+            self.pool.forget(pid);
+            self.trees.forget(pid);
         }
         self.refused.retain(|pid| pids.contains(pid));
         for pid in pids {
-            if self.refused.contains(&pid) || self.workers.iter().any(|w| w.tree.root().pid == pid)
-            {
+            if self.refused.contains(&pid) || self.pool.knows(pid) {
                 continue;
             }
-            if let Some(w) = self.adopt(pid, now)? {
-                self.workers.push(w);
+            if let Some((member, clock)) = self.adopt(pid)? {
+                self.trees.members.push(member);
+                self.pool.adopt(pid, clock, at);
             }
         }
         Ok(())
     }
 
-    /// A new worker, or none if it is gone or tact may not regulate it (then it is never
-    /// frozen: the refusal is logged).
-    fn adopt(&mut self, pid: i32, now: Instant) -> Result<Option<Worker>> {
+    /// A new worker and its CPU clock, or none if it is gone or tact may not regulate it (then
+    /// it is never frozen: the refusal is logged).
+    fn adopt(&mut self, pid: i32) -> Result<Option<(Member, u64)>> {
         let tree = match JobTree::attach(pid) {
             Ok(tree) => tree,
             // One that exited (a zombie its pool has not reaped yet) is refused too: not for
@@ -370,247 +396,32 @@ impl Freezer {
             Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
             Err(e) => return Err(e).context("--freeze: cannot read a worker"),
         };
-        Ok(Some(Worker {
-            tree,
-            watch,
-            clock,
-            quiet_since: now,
-            hold: None,
-            held_by_other: false,
-            ending: false,
-        }))
-    }
-
-    /// Freezes the surplus (quiet workers first, running ones after `--freeze-wait`), thaws
-    /// what the target lacks (mid-task ones first), and swaps a quiet worker for a frozen one
-    /// that may hold work.
-    fn balance(&mut self, now: Instant) -> Result<()> {
-        let target = self.target.min(self.size);
-        let running = self.workers.iter().filter(|w| w.running()).count();
-        if running <= target {
-            self.surplus_since = None;
-        }
-        if running > target {
-            let mut surplus = running - target;
-            let quiet = self.candidates(now, QUIET);
-            for &i in quiet.iter().take(surplus) {
-                surplus -= usize::from(self.freeze(i, false, now)?);
-            }
-            if surplus == 0 {
-                self.surplus_since = None;
-                return Ok(());
-            }
-            let since = *self.surplus_since.get_or_insert(now);
-            if now.saturating_duration_since(since) >= self.wait {
-                for i in self
-                    .candidates(now, Duration::ZERO)
-                    .into_iter()
-                    .take(surplus)
-                {
-                    self.freeze(i, true, now)?;
-                }
-                self.surplus_since = None;
-            }
-            return Ok(());
-        }
-        if running < target {
-            for i in self.thaw_order().into_iter().take(target - running) {
-                self.thaw(i, now)?;
-            }
-            return Ok(());
-        }
-        self.swap(now)
-    }
-
-    /// Running workers that may be frozen, quiet for at least `quiet`, quietest first.
-    fn candidates(&self, now: Instant, quiet: Duration) -> Vec<usize> {
-        let mut c: Vec<usize> = (0..self.workers.len())
-            .filter(|&i| {
-                let w = &self.workers[i];
-                w.running() && !w.ending && w.quiet_for(now) >= quiet
-            })
-            .collect();
-        c.sort_by_key(|&i| self.workers[i].quiet_since);
-        c
-    }
-
-    /// Frozen workers, mid-task ones first, then the longest frozen.
-    fn thaw_order(&self) -> Vec<usize> {
-        let mut c: Vec<usize> = (0..self.workers.len())
-            .filter(|&i| self.workers[i].hold.is_some())
-            .collect();
-        c.sort_by_key(|&i| {
-            let h = self.workers[i].hold.expect("frozen");
-            (!h.mid_task, h.since)
-        });
-        c
-    }
-
-    /// At the target: a quiet worker makes way for one frozen mid-task; and when the pool has
-    /// stalled (see [`Freezer::stalled`]) with every thawed worker quiet, as many quiet workers
-    /// as there are make way for the longest frozen ones.
-    fn swap(&mut self, now: Instant) -> Result<()> {
-        let order = self.thaw_order();
-        let Some(&first) = order.first() else {
-            return Ok(());
-        };
-        if self.workers[first].hold.is_some_and(|h| h.mid_task) {
-            if let Some(&quiet) = self.candidates(now, QUIET).first() {
-                if self.freeze(quiet, false, now)? {
-                    self.thaw(first, now)?;
-                }
-            }
-            return Ok(());
-        }
-        let all_quiet = self
-            .workers
-            .iter()
-            .filter(|w| w.running())
-            .all(|w| w.quiet_for(now) >= QUIET);
-        if !all_quiet || !self.stalled(now) {
-            return Ok(());
-        }
-        let quiet = self.candidates(now, QUIET);
-        for (&q, &f) in quiet.iter().zip(&order) {
-            if self.freeze(q, false, now)? {
-                self.thaw(f, now)?;
-            }
-        }
-        // The next rotation waits for another stall.
-        self.progress = now;
-        Ok(())
-    }
-
-    /// Whether no task has ended for ten mean gaps between completions (spec §6's starvation
-    /// rule; [`ROTATE`] before the first gap is known), counting from the last completion or
-    /// rotation.
-    fn stalled(&self, now: Instant) -> bool {
-        let bound = self.gap.map_or(ROTATE, |g| (g * 10).max(QUIET));
-        now.saturating_duration_since(self.progress) >= bound
-    }
-
-    /// `n` tasks ended since the last call: the mean gap between completions follows.
-    pub fn completed(&mut self, n: usize, now: Instant) {
-        if n == 0 {
-            return;
-        }
-        let gap = now.saturating_duration_since(self.progress) / n as u32;
-        self.gap = Some(match self.gap {
-            // A moving mean over some ten polls with completions.
-            Some(mean) => mean.mul_f64(1.0 - GAP_WEIGHT) + gap.mul_f64(GAP_WEIGHT),
-            None => gap,
-        });
-        self.progress = now;
-    }
-
-    /// Stops worker `i` with its children, the crash record and the guard in place first.
-    /// Whether it is frozen now: one still running after `JobTree`'s wait (in the kernel for
-    /// that long) is continued and left running for now.
-    fn freeze(&mut self, i: usize, mid_task: bool, now: Instant) -> Result<bool> {
-        if self.guard.is_none() {
-            let exe = std::env::current_exe()
-                .context("cannot find tact's own executable for its guard")?;
-            let mut guard = Guard::start(&exe, &["__guard"])?;
-            guard.renew(LEASE)?;
-            self.guard = Some(guard);
-            self.renewed = now;
-        }
-        let guard = self.guard.as_mut().expect("started above");
-        let state = &self.state;
-        let w = &mut self.workers[i];
-        // Every member goes to the guard, not only the stopped ones: workers are frozen and
-        // thawed many times, and a pidfd sent once serves for all (a running process the
-        // guard continues is unaffected).
-        match w.tree.stop_with(|t| {
-            state.record(t)?;
-            guard.watch_all(t)
-        }) {
-            Ok(()) => {
-                w.hold = Some(Hold {
-                    since: now,
-                    mid_task,
-                });
-                Ok(true)
-            }
-            Err(tact_linux::Error::NotStopped { pids, waited }) => {
-                w.tree.resume().ok();
-                tracing::warn!("--freeze: {pids:?} still running {waited:?} after SIGSTOP");
-                Ok(false)
-            }
-            Err(e) => {
-                w.tree.resume().ok();
-                Err(e).context("--freeze: cannot freeze a worker")
-            }
-        }
-    }
-
-    fn thaw(&mut self, i: usize, now: Instant) -> Result<()> {
-        let w = &mut self.workers[i];
-        w.tree
-            .resume()
-            .context("--freeze: cannot continue a worker")?;
-        w.hold = None;
-        // It was not running while frozen: quiet from now on, not from before.
-        w.quiet_since = now;
-        Ok(())
-    }
-
-    fn renew(&mut self, now: Instant) -> Result<()> {
-        if let Some(guard) = &mut self.guard {
-            if now.saturating_duration_since(self.renewed) >= RENEW_EVERY {
-                guard.renew(LEASE)?;
-                self.renewed = now;
-            }
-        }
-        Ok(())
+        Ok(Some((Member { tree, watch }, clock)))
     }
 }
 
-/// Whether a worker tact froze is still stopped. One that someone else continued is not;
-/// one with a request to end pending is continued now and never frozen again.
-fn still_frozen(reader: &ProcReader, w: &mut Worker) -> Result<bool> {
-    let stat = match reader.stat(w.tree.root().pid) {
-        Ok(s) if s.start_time == w.tree.root().start_time => s,
+/// How a worker tact froze is: still stopped, continued by someone else, or stopped with a
+/// request to end pending.
+fn frozen_look(reader: &ProcReader, tree: &JobTree) -> Result<FrozenLook> {
+    let stat = match reader.stat(tree.root().pid) {
+        Ok(s) if s.start_time == tree.root().start_time => s,
         // Gone: the next look forgets it.
-        Ok(_) | Err(tact_linux::Error::NoProcess { .. }) => return Ok(true),
+        Ok(_) | Err(tact_linux::Error::NoProcess { .. }) => return Ok(FrozenLook::Stopped),
         Err(e) => return Err(e).context("--freeze: cannot read a worker"),
     };
     if matches!(stat.state, 'R' | 'S') {
-        return Ok(false);
+        return Ok(FrozenLook::Continued);
     }
     let masks = match reader.signal_masks(stat.pid) {
         Ok(m) => m,
-        Err(tact_linux::Error::NoProcess { .. }) => return Ok(true),
+        Err(tact_linux::Error::NoProcess { .. }) => return Ok(FrozenLook::Stopped),
         Err(e) => return Err(e).context("--freeze: cannot read a worker"),
     };
     let pending = masks.thread_pending | masks.shared_pending;
-    if ENDING.iter().any(|&s| pending & (1 << (s - 1)) != 0) {
-        w.ending = true;
-        return Ok(false);
+    if ENDING.iter().any(|&s| SignalMasks::has(pending, s)) {
+        return Ok(FrozenLook::AskedToEnd);
     }
-    Ok(true)
-}
-
-impl Drop for Freezer {
-    /// Every exit path: the workers are continued (each tree resumes what it stopped), then
-    /// the guard leaves and the crash records go.
-    fn drop(&mut self) {
-        for w in &mut self.workers {
-            if let Err(e) = w.tree.resume() {
-                tracing::warn!("--freeze: {e}");
-            }
-        }
-        if let Some(guard) = self.guard.take() {
-            if let Err(e) = guard.bye() {
-                tracing::warn!("guard: {e}");
-            }
-        }
-        for w in &self.workers {
-            if let Err(e) = self.state.remove(&w.tree) {
-                tracing::warn!("{e}");
-            }
-        }
-    }
+    Ok(FrozenLook::Stopped)
 }
 
 /// Refuses what cannot work with `--freeze`, before the command starts.

@@ -22,12 +22,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use tact_linux::actuate::pidfd::PidFd;
+use tact_linux::probe::proc::SignalMasks;
 use tact_linux::ProcReader;
 
-/// Bits of the signal masks in `/proc/PID/status` (bit N-1 for signal N).
-const USR1: u64 = 1 << (libc::SIGUSR1 - 1);
-const USR2: u64 = 1 << (libc::SIGUSR2 - 1);
-const BOTH: u64 = USR1 | USR2;
+/// The signals that carry the count: one more, one fewer.
+const BOTH: [i32; 2] = [libc::SIGUSR1, libc::SIGUSR2];
 
 /// How soon the loop looks again while signals are owed: a program takes a signal as soon as
 /// it is scheduled, so a step of several costs a few milliseconds each at most.
@@ -248,13 +247,14 @@ impl Signals {
                 Err(e) => return Err(e).context("--signals"),
             };
             if !self.catching {
-                if masks.caught & BOTH != BOTH {
+                if !BOTH.iter().all(|&s| SignalMasks::has(masks.caught, s)) {
                     self.warn_if_slow(now);
                     break;
                 }
                 self.catching = true;
             }
-            if (masks.thread_pending | masks.shared_pending) & BOTH != 0 || !self.may_interrupt() {
+            let pending = masks.thread_pending | masks.shared_pending;
+            if BOTH.iter().any(|&s| SignalMasks::has(pending, s)) || !self.may_interrupt() {
                 break;
             }
             let (signal, next) = if self.want > self.count {
