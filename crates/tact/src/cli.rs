@@ -429,6 +429,7 @@ Examples:
   tact tune --completions tree -- make          sub-makes' jobs count too (recursive make)
   tact tune -v --json-log tune.jsonl -- make    print and log every decision
   tact tune --policy static:4 -- make           a fixed count, for comparison
+  tact tune --jobserver-style fifo -- cmake --build b    ninja below cmake: a fifo jobserver
   tact tune --bottleneck cpu:0-3 -- make        also watch CPUs 0-3: climb while they have room
   tact tune --bottleneck disk:sda@iops=3000 -- make    a volume provisioned at 3000 IOPS
   tact tune --policy tcc:psi=1 -- make          also back off when memory or the disk stalls
@@ -447,8 +448,17 @@ re-checks now and then (TCC, Tang et al.). It needs no model of the machine: onl
 completions.
 
 How the count reaches the program:
-  --jobserver         tact is the GNU make jobserver (MAKEFLAGS=-j --jobserver-auth=R,W): make
+  --jobserver         tact is the GNU make jobserver (MAKEFLAGS=-j --jobserver-auth=...): make
                       runs at most COUNT jobs; sub-makes share them (the default)
+  --jobserver-style STYLE
+                      pipe: inherited descriptors (--jobserver-auth=R,W), which every GNU make
+                      reads, but only recipes make takes for sub-makes ($(MAKE), +) inherit.
+                      fifo: a named pipe in a private temporary directory, removed when tact
+                      exits (--jobserver-auth=fifo:PATH): every process below can open it. For
+                      make 4.4 and later, ninja 1.13 and later (it reads no pipe) and cargo;
+                      make 4.3 and older stop on it. auto (the default): fifo when the command
+                      is ninja, else pipe. Pick fifo for ninja run through another program
+                      (cmake --build, a script), or a make 4.4 tree whose tools need the tokens
   --workers-file P    tact writes COUNT to P (atomically) whenever it changes, for programs that
                       re-read such a file, like GNU parallel's -j P
   --signals           tact sends the command's process SIGUSR1 per job more and SIGUSR2 per job
@@ -524,6 +534,13 @@ pub struct TuneArgs {
     /// Be the GNU make jobserver of the command (the default).
     #[arg(long)]
     pub jobserver: bool,
+    /// How the command finds the jobserver, as make's own option: pipe (inherited descriptors,
+    /// which every GNU make reads), fifo (a named pipe, for make 4.4 and later, ninja 1.13 and
+    /// later; make 4.3 stops on it) or auto (fifo for ninja, which reads nothing else; pipe for
+    /// any other command).
+    #[arg(long, value_enum, value_name = "STYLE", default_value_t = crate::tune::JobserverStyle::Auto,
+          conflicts_with_all = ["workers_file", "signals", "freeze"])]
+    pub jobserver_style: crate::tune::JobserverStyle,
     /// Write the count of jobs to PATH whenever it changes, for programs that re-read it.
     #[arg(long, value_name = "PATH")]
     pub workers_file: Option<PathBuf>,

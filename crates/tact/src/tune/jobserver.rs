@@ -1,22 +1,34 @@
-//! tact as the GNU make jobserver of the command: an anonymous pipe holding one byte per job
-//! slot, passed to make as inherited file descriptors (`MAKEFLAGS=-j --jobserver-auth=R,W`,
-//! which make 4.3, Debian 12's, understands; 4.4's named-FIFO style is not offered).
+//! tact as the GNU make jobserver of the command: a pipe holding one byte per job slot, which
+//! the command finds through MAKEFLAGS in one of make's two styles (`--jobserver-style`):
+//!
+//! - pipe: an anonymous pipe passed as inherited file descriptors (`--jobserver-auth=R,W`),
+//!   which every GNU make since 4.2 reads (and `--jobserver-fds=R,W`, older ones). make 4.3,
+//!   Debian 12's, knows only this one; make closes the descriptors for recipes it does not take
+//!   for recursive makes, and so does any program that closes what it inherits.
+//! - fifo: a named pipe in a private directory (`--jobserver-auth=fifo:PATH`), make 4.4's
+//!   default, which every process that sees MAKEFLAGS can open by name. make 4.3 stops with
+//!   "invalid --jobserver-auth string" on it; ninja 1.13 reads nothing else on POSIX (it
+//!   ignores a pipe).
 //!
 //! make runs its first job in an implicit slot and takes a byte from the pipe for every further
 //! job, writing it back when a job ends, so a count of n puts n − 1 tokens in circulation. tact
 //! grows the count by writing tokens and shrinks it by reading tokens back as make returns them
 //! (never taking one a job holds). At any moment FIONREAD tells how many tokens sit unclaimed,
-//! so make's jobs in flight are the tokens issued minus those, plus the implicit slot.
+//! so make's jobs in flight are the tokens issued minus those, plus the implicit slot. Both
+//! styles are one kernel pipe buffer behind tact's own two descriptors, so all of this is the
+//! same code for both.
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use tact_core::tune::Load;
 
 /// The most jobs a jobserver can run: one per byte of a pipe's default capacity (64 KiB), plus
@@ -26,12 +38,109 @@ pub const MAX_JOBS: usize = 65_537;
 /// The byte make 4.3 writes for a token (any byte would do; make writes back what it read).
 const TOKEN: u8 = b'+';
 
+/// Programs that read the fifo style only (by the name they run as): ninja 1.13 ignores a
+/// pipe jobserver on POSIX, and older ninjas read no jobserver at all, so a fifo costs them
+/// nothing.
+const FIFO_ONLY: [&str; 2] = ["ninja", "ninja-build"];
+
+/// How the command finds the jobserver: make's `--jobserver-style`, plus `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Style {
+    /// fifo for a program known to read nothing else (ninja), else pipe
+    Auto,
+    /// inherited descriptors: every GNU make reads them
+    Pipe,
+    /// a named pipe: make 4.4 and later, ninja 1.13 and later, cargo's jobserver crate
+    Fifo,
+}
+
+impl Style {
+    /// Whether `command` (the program tact runs) gets a fifo.
+    fn fifo_for(self, command: &str) -> bool {
+        match self {
+            Style::Pipe => false,
+            Style::Fifo => true,
+            Style::Auto => {
+                let name = Path::new(command).file_name().and_then(|n| n.to_str());
+                name.is_some_and(|n| FIFO_ONLY.contains(&n))
+            }
+        }
+    }
+}
+
+/// Where the command finds the tokens.
+enum Channel {
+    /// The pipe's read end as the command inherits it (the write end is `Jobserver::write`).
+    Pipe(OwnedFd),
+    Fifo(Fifo),
+}
+
+/// A named pipe, alone in a directory only tact's user can enter, removed with it.
+struct Fifo {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl Fifo {
+    /// Creates `tact-jobserver-XXXXXX/fifo` in the temporary directory ($TMPDIR, else /tmp).
+    fn create() -> Result<Self> {
+        let base = std::env::temp_dir();
+        // MAKEFLAGS is split at whitespace, and make reads no quoting in it.
+        if base
+            .to_str()
+            .is_none_or(|b| b.contains(char::is_whitespace))
+        {
+            bail!(
+                "--jobserver-style fifo: the temporary directory {} has whitespace or is not \
+                 UTF-8, which MAKEFLAGS cannot carry; set TMPDIR to another",
+                base.display()
+            );
+        }
+        // mkdtemp creates the directory 0700.
+        let dir = nix::unistd::mkdtemp(&base.join("tact-jobserver-XXXXXX")).with_context(|| {
+            format!(
+                "cannot create a directory for the jobserver fifo in {}",
+                base.display()
+            )
+        })?;
+        // From here on, dropping it removes what exists of it.
+        let fifo = Fifo {
+            path: dir.join("fifo"),
+            dir,
+        };
+        nix::unistd::mkfifo(&fifo.path, Mode::S_IRUSR | Mode::S_IWUSR)
+            .with_context(|| format!("cannot create the fifo {}", fifo.path.display()))?;
+        Ok(fifo)
+    }
+}
+
+impl Drop for Fifo {
+    /// Clients that opened the fifo keep it open; none can open it afresh after this.
+    fn drop(&mut self) {
+        for removed in [
+            std::fs::remove_file(&self.path),
+            std::fs::remove_dir(&self.dir),
+        ] {
+            // Not found: the fifo was never created (mkfifo failed).
+            if let Err(e) = removed.or_else(|e| match e.kind() {
+                ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            }) {
+                tracing::warn!(
+                    "cannot remove the jobserver fifo {}: {e}",
+                    self.path.display()
+                );
+            }
+        }
+    }
+}
+
 pub struct Jobserver {
-    /// The pipe's ends as the command inherits them.
-    read: OwnedFd,
+    channel: Channel,
+    /// tact's write end: the pipe's, which the command inherits too, or tact's open of the fifo.
     write: File,
-    /// tact's own, non-blocking open of the read end. Reading back a token races with make for
-    /// it, so tact's reads must never block; setting O_NONBLOCK on the shared end would change
+    /// tact's own, non-blocking read end. Reading back a token races with make for it, so
+    /// tact's reads must never block; setting O_NONBLOCK on the pipe's shared end would change
     /// make's reads too, which a separate open file description does not.
     take: File,
     /// Tokens tact has put in circulation and not taken back.
@@ -41,18 +150,29 @@ pub struct Jobserver {
 }
 
 impl Jobserver {
-    pub fn new(target: usize) -> Result<Self> {
-        let (read, write) =
-            nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create the jobserver pipe")?;
-        let proc_path = format!("/proc/self/fd/{}", read.as_raw_fd());
-        let take = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&proc_path)
-            .with_context(|| format!("cannot open the jobserver pipe again through {proc_path}"))?;
+    /// A jobserver in `style` for `command` (the program tact runs), holding target − 1 tokens.
+    pub fn new(target: usize, style: Style, command: &str) -> Result<Self> {
+        let (channel, write, take) = if style.fifo_for(command) {
+            let fifo = Fifo::create()?;
+            // The read end first: a non-blocking open for reading succeeds with no writer,
+            // and then the open for writing finds a reader and does not block. Both stay open
+            // while tact runs, so clients never see an end of file, nor block opening.
+            let take = open_nonblocking(&fifo.path)?;
+            let write = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&fifo.path)
+                .with_context(|| format!("cannot open {} for writing", fifo.path.display()))?;
+            (Channel::Fifo(fifo), write, take)
+        } else {
+            let (read, write) =
+                nix::unistd::pipe2(OFlag::O_CLOEXEC).context("cannot create the jobserver pipe")?;
+            let take = open_nonblocking(Path::new(&format!("/proc/self/fd/{}", read.as_raw_fd())))?;
+            (Channel::Pipe(read), File::from(write), take)
+        };
         let mut js = Jobserver {
-            read,
-            write: File::from(write),
+            channel,
+            write,
             take,
             issued: 0,
             want: 0,
@@ -61,11 +181,23 @@ impl Jobserver {
         Ok(js)
     }
 
-    /// Lets `command` inherit the pipe and tells make about it, keeping the user's MAKEFLAGS.
+    /// Tells the command where the jobserver is, keeping the user's MAKEFLAGS; with a pipe,
+    /// lets it inherit the pipe's ends.
     pub fn prepare(&self, command: &mut Command) {
-        let (r, w) = (self.read.as_raw_fd(), self.write.as_raw_fd());
         let old = std::env::var("MAKEFLAGS").ok();
-        command.env("MAKEFLAGS", makeflags(old.as_deref(), r, w));
+        let r = match &self.channel {
+            Channel::Fifo(fifo) => {
+                let path = fifo
+                    .path
+                    .to_str()
+                    .expect("checked to be UTF-8 when created");
+                command.env("MAKEFLAGS", makeflags(old.as_deref(), Auth::Fifo(path)));
+                return;
+            }
+            Channel::Pipe(read) => read.as_raw_fd(),
+        };
+        let w = self.write.as_raw_fd();
+        command.env("MAKEFLAGS", makeflags(old.as_deref(), Auth::Fds(r, w)));
         // SAFETY: fcntl is async-signal-safe, and nothing else runs between fork and exec.
         unsafe {
             command.pre_exec(move || {
@@ -140,10 +272,28 @@ impl Jobserver {
     }
 }
 
+/// tact's non-blocking open of a pipe's read end (see [`Jobserver::take`]).
+fn open_nonblocking(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .with_context(|| format!("cannot open the jobserver pipe through {}", path.display()))
+}
+
+/// Where MAKEFLAGS tells the command the jobserver is.
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    /// Inherited descriptors: read end, write end.
+    Fds(i32, i32),
+    /// The fifo's path.
+    Fifo(&'a str),
+}
+
 /// The MAKEFLAGS the command gets: the user's flags without any `-j` or jobserver of their own,
-/// then tact's `-j --jobserver-auth=R,W` (and `--jobserver-fds`, the same for make < 4.2), then
-/// the user's variable definitions (after ` -- `), which must stay last.
-fn makeflags(old: Option<&str>, r: i32, w: i32) -> String {
+/// then tact's `-j` and jobserver (for a pipe, `--jobserver-fds=R,W` too, the same for make
+/// < 4.2), then the user's variable definitions (after ` -- `), which must stay last.
+fn makeflags(old: Option<&str>, auth: Auth) -> String {
     let old = old.unwrap_or("").trim();
     let (flags, vars) = match old.strip_prefix("-- ") {
         Some(vars) => ("", Some(vars)),
@@ -163,8 +313,15 @@ fn makeflags(old: Option<&str>, r: i32, w: i32) -> String {
         .map(str::to_string)
         .collect();
     words.push("-j".into());
-    words.push(format!("--jobserver-fds={r},{w}"));
-    words.push(format!("--jobserver-auth={r},{w}"));
+    match auth {
+        Auth::Fds(r, w) => {
+            words.push(format!("--jobserver-fds={r},{w}"));
+            words.push(format!("--jobserver-auth={r},{w}"));
+        }
+        // Alone: make and ninja take the last jobserver word they see, so a pipe's
+        // descriptors beside it could not serve make 4.3 and ninja both.
+        Auth::Fifo(path) => words.push(format!("--jobserver-auth=fifo:{path}")),
+    }
     let mut out = words.join(" ");
     if let Some(vars) = vars {
         out.push_str(" -- ");
@@ -175,24 +332,76 @@ fn makeflags(old: Option<&str>, r: i32, w: i32) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
     use super::*;
 
     #[test]
     fn makeflags_keep_the_users_flags_and_variables() {
         let ours = "-j --jobserver-fds=3,4 --jobserver-auth=3,4";
-        assert_eq!(makeflags(None, 3, 4), ours);
+        let pipe = Auth::Fds(3, 4);
+        assert_eq!(makeflags(None, pipe), ours);
         // A leading bundle of single-letter flags stays first, where make looks for it.
-        assert_eq!(makeflags(Some("ks"), 3, 4), format!("ks {ours}"));
+        assert_eq!(makeflags(Some("ks"), pipe), format!("ks {ours}"));
         assert_eq!(
-            makeflags(Some("k -j8 --jobserver-auth=5,6 -- CC=clang"), 3, 4),
+            makeflags(Some("k -j8 --jobserver-auth=5,6 -- CC=clang"), pipe),
             format!("k {ours} -- CC=clang")
         );
-        assert_eq!(makeflags(Some("-- V=1"), 3, 4), format!("{ours} -- V=1"));
+        assert_eq!(makeflags(Some("-- V=1"), pipe), format!("{ours} -- V=1"));
     }
 
     #[test]
-    fn tokens_follow_the_target_and_surplus_comes_back_when_free() {
-        let mut js = Jobserver::new(4).unwrap();
+    fn makeflags_name_the_fifo_alone() {
+        let fifo = Auth::Fifo("/tmp/tact-jobserver-a1b2c3/fifo");
+        let ours = "-j --jobserver-auth=fifo:/tmp/tact-jobserver-a1b2c3/fifo";
+        assert_eq!(makeflags(None, fifo), ours);
+        // The user's jobserver of either style goes, and no descriptors come with the fifo.
+        assert_eq!(
+            makeflags(
+                Some("ks -j4 --jobserver-fds=5,6 --jobserver-auth=fifo:/tmp/GMfifo9 -- V=1"),
+                fifo
+            ),
+            format!("ks {ours} -- V=1")
+        );
+    }
+
+    #[test]
+    fn auto_gives_ninja_a_fifo_and_everything_else_a_pipe() {
+        for cmd in ["ninja", "/usr/bin/ninja", "ninja-build"] {
+            assert!(Style::Auto.fifo_for(cmd), "{cmd}");
+            assert!(!Style::Pipe.fifo_for(cmd), "{cmd}");
+        }
+        for cmd in [
+            "make",
+            "/usr/bin/gmake",
+            "cargo",
+            "ninjax",
+            "./ninja.sh",
+            "",
+        ] {
+            assert!(!Style::Auto.fifo_for(cmd), "{cmd}");
+            assert!(Style::Fifo.fifo_for(cmd), "{cmd}");
+        }
+    }
+
+    /// The read and write ends a client such as make uses: the inherited descriptors, or its
+    /// own opens of the fifo by name.
+    fn client_ends(js: &Jobserver) -> (File, File) {
+        match &js.channel {
+            Channel::Pipe(read) => (
+                File::from(read.try_clone().unwrap()),
+                js.write.try_clone().unwrap(),
+            ),
+            Channel::Fifo(fifo) => (
+                File::open(&fifo.path).unwrap(),
+                OpenOptions::new().write(true).open(&fifo.path).unwrap(),
+            ),
+        }
+    }
+
+    /// The same sequence of takes and returns gives the same counts in either style.
+    fn tokens_follow_the_target(style: Style) {
+        let mut js = Jobserver::new(4, style, "make").unwrap();
         assert_eq!(
             js.free().unwrap(),
             3,
@@ -200,10 +409,10 @@ mod tests {
         );
         assert_eq!(js.load(4, 0).unwrap(), Load::new(0, 0));
 
-        // Two jobs take tokens (as make would, through the inherited end).
-        let mut make = File::from(js.read.try_clone().unwrap());
+        // Two jobs take tokens (as make would).
+        let (mut make_reads, mut make_writes) = client_ends(&js);
         let mut held = [0u8; 2];
-        make.read_exact(&mut held).unwrap();
+        make_reads.read_exact(&mut held).unwrap();
         assert_eq!(js.load(4, 3).unwrap(), Load::new(3, 0));
 
         // Shrinking to 2 takes the free token at once, and one held token only when returned.
@@ -216,7 +425,7 @@ mod tests {
             js.reclaiming(),
             "no token is free: nothing is taken from a job"
         );
-        js.write.write_all(&held[..1]).unwrap();
+        make_writes.write_all(&held[..1]).unwrap();
         js.reclaim().unwrap();
         assert!(!js.reclaiming());
         assert_eq!(js.load(2, 2).unwrap(), Load::new(2, 1));
@@ -224,5 +433,53 @@ mod tests {
         // Growing again writes tokens.
         js.set_target(5).unwrap();
         assert_eq!(js.free().unwrap(), 3);
+    }
+
+    #[test]
+    fn tokens_follow_the_target_and_surplus_comes_back_when_free() {
+        tokens_follow_the_target(Style::Pipe);
+    }
+
+    #[test]
+    fn a_fifos_tokens_are_counted_as_a_pipes() {
+        tokens_follow_the_target(Style::Fifo);
+    }
+
+    #[test]
+    fn the_fifo_is_private_and_goes_with_the_jobserver() {
+        let js = Jobserver::new(3, Style::Auto, "/usr/bin/ninja").unwrap();
+        let Channel::Fifo(fifo) = &js.channel else {
+            panic!("auto gives ninja a fifo");
+        };
+        let (dir, path) = (fifo.dir.clone(), fifo.path.clone());
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(meta.file_type().is_fifo());
+        assert_eq!(
+            meta.permissions().mode() & 0o077,
+            0,
+            "{:o}",
+            meta.permissions().mode()
+        );
+        let dir_mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(dir_mode & 0o777, 0o700, "{dir_mode:o}");
+
+        let mut command = Command::new("true");
+        js.prepare(&mut command);
+        let flags = command
+            .get_envs()
+            .find(|(k, _)| *k == "MAKEFLAGS")
+            .and_then(|(_, v)| v)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            flags.contains(&format!(" --jobserver-auth=fifo:{}", path.display())),
+            "{flags}"
+        );
+        assert!(!flags.contains("--jobserver-fds"), "{flags}");
+
+        drop(js);
+        assert!(!path.exists() && !dir.exists(), "{} is left", dir.display());
     }
 }

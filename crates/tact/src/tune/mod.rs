@@ -34,6 +34,7 @@ use crate::jobs::run::{exit_code, spawn, TACT_FAILED};
 use completions::Completions;
 use freeze::{Discovery, Freezer};
 use jobserver::Jobserver;
+pub use jobserver::Style as JobserverStyle;
 use pressure::{PressureMeter, PSI_PERIOD};
 use report::{Report, Summary};
 use signals::Signals;
@@ -87,6 +88,9 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         )?;
         (Some(c), n_max)
     };
+    // Signals are read from a signalfd from now on, before anything exists that only tact's
+    // own exit removes (the jobserver's fifo); the command starts with them unblocked.
+    let mut events = Events::new()?;
     // The jobserver and a workers file exist before the command starts (it may read the file
     // once at its start); signals and freezing need its process, so they come after.
     let setup = match (&controller, &args.workers_file, receiver) {
@@ -104,7 +108,11 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
                     jobserver::MAX_JOBS
                 );
             }
-            Setup::Ready(Actuator::Jobserver(Jobserver::new(c.policy.target())?))
+            Setup::Ready(Actuator::Jobserver(Jobserver::new(
+                c.policy.target(),
+                args.jobserver_style,
+                &args.command[0],
+            )?))
         }
     };
     let poll_every = match (&setup, &args.completions) {
@@ -112,8 +120,6 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         _ => POLL_TREE,
     };
 
-    // Signals are read from a signalfd from now on; the command starts with them unblocked.
-    let mut events = Events::new()?;
     let (cmd, cmd_args) = args.command.split_first().expect("clap requires a command");
     let mut command = Command::new(cmd);
     command.args(cmd_args);
