@@ -434,9 +434,11 @@ def test_executor_takes_steps_below_q_while_a_callable_reports_low_utilization()
     assert threads and set(threads) == {"tact-executor-tick"}
     means = [s["utilization"] for s in seen if s["utilization"] is not None]
     assert means and all(u == pytest.approx(0.3) for u in means), means
-    # The hinted step is a "better" that the paper's rule would have refused.
+    # The hinted step is a "better" that the paper's rule would have refused (or a steady state
+    # below the target that climbs again: "room").
     hinted = [t for t in ex.trace() if t["hinted"]]
-    assert hinted and all(t["reason"] in ("better", "ceiling", "lost") for t in hinted), hinted
+    reasons = ("better", "ceiling", "lost", "room")
+    assert hinted and all(t["reason"] in reasons for t in hinted), hinted
     assert all(1 <= t <= 24 for _, t in ex.targets)
 
 

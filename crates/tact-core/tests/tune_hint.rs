@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use harness::{call_checked, paper, settle, sparse, Pool};
+use harness::{call_checked, paper, settle, sparse, Lcg, Pool};
 use proptest::prelude::*;
 use tact_core::tune::{
     Aimd, AimdParams, Bounds, Event, Load, Phase, Policy, Reason, Tcc, Transition, TuneParams,
@@ -293,6 +293,220 @@ fn the_steady_rule_needs_a_reference_with_room_and_a_window_above_saturated() {
     }
 }
 
+/// The counts the room rule climbed from, in each run of cycles between two cycles of other
+/// causes (the first cycle, timeouts, shifts), after checking every climb's transition.
+fn climbs(trace: &[Transition]) -> Vec<Vec<usize>> {
+    let mut chains = vec![Vec::new()];
+    for t in trace.iter().filter(|t| t.to == Phase::Base) {
+        if t.reason == Reason::Room {
+            assert!(t.hinted && t.from == Phase::Steady, "{t:?}");
+            assert_eq!(t.target_to, t.target_from, "{t:?}");
+            chains.last_mut().unwrap().push(t.target_from);
+        } else {
+            chains.push(Vec::new());
+        }
+    }
+    chains
+}
+
+/// Between two cycles of other causes, the climbs start from strictly rising counts: a climb
+/// that came back to its count (or below) does not start again from there.
+fn check_climbs(trace: &[Transition]) {
+    for chain in climbs(trace) {
+        assert!(chain.windows(2).all(|w| w[0] < w[1]), "{chain:?}");
+    }
+}
+
+/// A pool on the bending curve run without reports to its first steady state, where the
+/// paper's rule stops it (below 80% utilization), and from then on reporting `hint(n)` every
+/// `every`; returned after `k` steady entries.
+fn late(
+    params: TuneParams,
+    every: Duration,
+    hint: impl FnMut(usize) -> f64 + 'static,
+    k: usize,
+) -> Pool {
+    let mut pool = settle(Pool::new(params, curve()), 1).with_hint(every, hint);
+    assert!(pool.until_steady(k, MAX));
+    pool
+}
+
+/// Index in the trace of each entry into Steady.
+fn steady_entries(pool: &Pool) -> Vec<usize> {
+    (0..pool.trace.len())
+        .filter(|&i| pool.trace[i].to == Phase::Steady)
+        .collect()
+}
+
+#[test]
+fn a_steady_state_below_util_minus_room_climbs_from_its_count_to_the_target() {
+    let params = paper(4);
+    let (target, room) = (params.util, params.room);
+    let run = late(params.clone(), TENTH, util, 3);
+    let (end, held) = first_steady_end(&run);
+    let stop = end.target_from;
+    assert!(util(stop) < target - room, "{}", util(stop));
+    // The reports arrived after the exploration: it is the paper's.
+    let plain = settle(Pool::new(params.clone(), curve()), 1);
+    assert_eq!(run.exploration(), plain.exploration());
+    // Its steady state ends early, into a cycle from the same count (no cut) ...
+    assert_eq!(
+        (end.to, end.reason, end.hinted, end.target_to),
+        (Phase::Base, Reason::Room, true, stop),
+        "{:?}",
+        run.moves()
+    );
+    assert!(held < params.steady_max, "{held:?}");
+    let entries = steady_entries(&run);
+    let next = &run.trace[entries[0] + 2];
+    assert_eq!(
+        (next.from, next.to, next.reason, next.target_to),
+        (
+            Phase::Base,
+            Phase::Add,
+            Reason::Measured,
+            params.add_step(stop)
+        )
+    );
+    // ... which climbs to the count that holds the bottleneck at the target, and holds it: the
+    // steady state there ends at its timeout, and the rule fired once.
+    let n = run.trace[entries[1]].target_to;
+    assert!(
+        util(n) >= target && util(params.remove_step(n)) < target,
+        "{n}"
+    );
+    let after = &run.trace[entries[1] + 1];
+    assert_eq!((after.reason, after.hinted), (Reason::Timeout, false));
+    assert_eq!(climbs(&run.trace).concat(), vec![stop]);
+    let marked = run.trace.iter().filter(|t| t.hinted).count() as u64;
+    assert_eq!(marked, run.tcc.status().hinted);
+}
+
+#[test]
+fn the_room_rule_fires_below_util_minus_room_and_not_within_room() {
+    let params = paper(4);
+    let stop = settle(Pool::new(params.clone(), curve()), 1).tcc.target();
+    let room = params.room;
+    // The target set so that the steady count reads util − 1.5·room, then util − room/2.
+    for (below, fires) in [(1.5, true), (0.5, false)] {
+        let p = TuneParams {
+            util: util(stop) + below * room,
+            ..params.clone()
+        };
+        let run = late(p.clone(), TENTH, util, 2);
+        let (end, held) = first_steady_end(&run);
+        assert_eq!(end.target_from, stop);
+        if fires {
+            assert_eq!((end.reason, end.hinted), (Reason::Room, true), "{below}");
+            assert!(held < p.steady_max);
+        } else {
+            assert_eq!(
+                (end.reason, end.hinted),
+                (Reason::Timeout, false),
+                "{below}"
+            );
+            assert!(held >= p.steady_max);
+        }
+    }
+}
+
+#[test]
+fn without_reports_or_with_room_at_util_a_steady_state_below_the_target_holds() {
+    let params = paper(4);
+    let plain = settle(Pool::new(params.clone(), curve()), 2);
+    let (end, held) = first_steady_end(&plain);
+    assert!(util(end.target_from) < params.util - params.room);
+    assert_eq!(end.reason, Reason::Timeout);
+    assert!(held >= params.steady_max);
+    // Reports too rare to cover the steady state are no reports.
+    let rare = late(params.clone(), Duration::from_secs(1000), util, 2);
+    assert_eq!(rare.moves(), plain.moves());
+    // room = util turns the rule off: nothing reads below 0.
+    let off = TuneParams {
+        room: params.util,
+        ..params.clone()
+    };
+    let run = late(off, TENTH, util, 2);
+    let (end, held) = first_steady_end(&run);
+    assert_eq!((end.reason, end.hinted), (Reason::Timeout, false));
+    assert!(held >= params.steady_max);
+}
+
+/// Throughput that rises linearly to 10 workers and falls steeply past them.
+fn peaked(n: usize, _: u64) -> f64 {
+    let n = n as f64;
+    if n <= 10.0 {
+        100.0 * n
+    } else {
+        1000.0 * (10.0 / n).powi(2)
+    }
+}
+
+#[test]
+fn a_climb_that_comes_back_to_its_count_is_not_retried_until_another_cycle() {
+    // A resource that never fills (reads 50% throughout) next to a curve that declines past 10
+    // workers: each steady state reads room, but the step past it declines and the climb comes
+    // back. The rule climbs once per cycle, and the steady state it comes back to holds until
+    // its timeout.
+    let params = paper(4);
+    let mut pool = settle(Pool::new(params.clone(), peaked), 1).with_hint(TENTH, |_| 0.5);
+    assert!(pool.until_steady(6, MAX));
+    let entries = steady_entries(&pool);
+    let ends: Vec<&Transition> = entries[..5].iter().map(|&i| &pool.trace[i + 1]).collect();
+    let reasons: Vec<Reason> = ends.iter().map(|t| t.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            Reason::Room,
+            Reason::Timeout,
+            Reason::Room,
+            Reason::Timeout,
+            Reason::Room
+        ],
+        "{:?}",
+        pool.moves()
+    );
+    for (i, end) in ends
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.reason == Reason::Timeout)
+    {
+        // Back where the climb started, at most.
+        assert!(
+            end.target_from <= ends[i - 1].target_from,
+            "{:?}",
+            pool.moves()
+        );
+    }
+    assert!(climbs(&pool.trace).iter().all(|c| c.len() <= 1));
+}
+
+#[test]
+fn room_is_validated_and_set_by_spec() {
+    for bad in [-0.01, 0.91, f64::NAN, f64::INFINITY] {
+        let e = Tcc::new(TuneParams {
+            room: bad,
+            ..TuneParams::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("room = ") && e.contains("[0, util]"), "{e}");
+    }
+    for good in [0.0, 0.9] {
+        assert!(Tcc::new(TuneParams {
+            room: good,
+            ..TuneParams::default()
+        })
+        .is_ok());
+    }
+    assert!(tact_core::tune::policy_from_spec("tcc:util=0.85,room=0.03", 2, 16).is_ok());
+    let e = tact_core::tune::policy_from_spec("tcc:room=0.95", 2, 16)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("room"), "{e}");
+}
+
 #[test]
 fn saturated_is_validated_and_set_by_spec() {
     for bad in [0.9, 0.5, 1.01, f64::NAN] {
@@ -335,6 +549,7 @@ proptest! {
         let params = sparse(n_min, span, Duration::from_secs(1), seed);
         let mut tcc = Tcc::new(params.clone()).unwrap();
         let mut t = Duration::ZERO;
+        let mut trace = Vec::new();
         for (dt_us, in_flight, queued, u, hint) in events {
             t += Duration::from_micros(dt_us);
             call_checked(&mut tcc, |tcc| if hint {
@@ -342,7 +557,8 @@ proptest! {
             } else {
                 tcc.on_event(Event::Complete { at: t, load: Load::new(in_flight, queued), latency: None })
             });
-            for tr in tcc.drain_trace().iter().filter(|tr| tr.hinted) {
+            let drained = tcc.drain_trace();
+            for tr in drained.iter().filter(|tr| tr.hinted) {
                 match tr.reason {
                     Reason::Better => prop_assert!(
                         tr.target_to == params.add_step(tr.target_from)
@@ -356,9 +572,73 @@ proptest! {
                         tr.from == Phase::Steady && tr.target_to <= tr.target_from,
                         "{:?}", tr
                     ),
+                    // The room rule: a new cycle, from the steady count.
+                    Reason::Room => prop_assert!(
+                        tr.from == Phase::Steady && tr.to == Phase::Base
+                            && tr.target_to == tr.target_from,
+                        "{:?}", tr
+                    ),
                     _ => prop_assert!(false, "the hint decided {:?}", tr),
                 }
             }
+            trace.extend(drained);
+        }
+        check_climbs(&trace);
+    }
+}
+
+proptest! {
+    // Each case runs eight steady states on a pool: fewer cases.
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// No flip-flop: on a rising curve or one that falls past a peak, with reports of the true
+    /// utilization or of a resource that never fills (a level), plus noise of up to ±5 points
+    /// per report (about ±2 per window), the room rule's climbs between two cycles of other
+    /// causes start from strictly rising counts, and every steady state it leaves is one where
+    /// the reports read below `util − room`.
+    #[test]
+    fn noisy_hints_do_not_make_the_room_rule_flip_flop(
+        scale in 4.0f64..16.0,
+        peak in prop::option::of(6usize..20),
+        level in prop::option::of(0.3f64..0.95),
+        noise in 0.0f64..0.05,
+        target in 0.8f64..0.95,
+        room in 0.0f64..0.05,
+        fast in any::<bool>(),
+        late in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let params = TuneParams {
+            util: target,
+            room,
+            steady_min: Duration::from_secs(5),
+            steady_max: Duration::from_secs(5),
+            steady_jitter: 0.0,
+            fast,
+            slow_start: fast,
+            n_max: 64,
+            ..paper(4)
+        };
+        let rate = move |n: usize| {
+            let x = CAPACITY * (1.0 - (-(n as f64) / scale).exp());
+            match peak {
+                Some(k) if n > k => x * (k as f64 / n as f64).powi(2),
+                _ => x,
+            }
+        };
+        let truth = move |n: usize| level.unwrap_or(rate(n) / CAPACITY);
+        let mut lcg = Lcg(seed);
+        let hint = move |n: usize| truth(n) + noise * (2.0 * lcg.uniform() - 1.0);
+        let mut pool = if late {
+            settle(Pool::new(params.clone(), move |n, _| rate(n)), 1).with_hint(TENTH, hint)
+        } else {
+            Pool::new(params.clone(), move |n, _| rate(n)).with_hint(TENTH, hint)
+        };
+        prop_assert!(pool.until_steady(8, MAX), "{:?}", pool.moves());
+        check_climbs(&pool.trace);
+        for t in pool.trace.iter().filter(|t| t.reason == Reason::Room) {
+            // The mean over at least two windows is within the noise's reach of the truth.
+            prop_assert!(truth(t.target_from) < target - room + noise, "{:?}", t);
         }
     }
 }

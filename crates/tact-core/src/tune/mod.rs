@@ -12,8 +12,9 @@
 //!
 //! A host that can see the bottleneck may also report its utilization ([`Policy::on_hint`]):
 //! while it stays below `TuneParams::util`, an add step that gains less than q still counts
-//! (beyond the paper; inert on a saturated bottleneck, so Theorem 1's bound stands), and a
-//! steady count that had room ends early when the bottleneck becomes saturated (`saturated`).
+//! (beyond the paper; inert on a saturated bottleneck, so Theorem 1's bound stands); a
+//! steady count that had room ends early when the bottleneck becomes saturated (`saturated`),
+//! and one that keeps it below `util − room` climbs again from its count (`room`).
 //!
 //! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise
 //! or start a cycle early (spec §6 item 3), never raise the count.

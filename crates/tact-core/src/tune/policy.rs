@@ -203,6 +203,10 @@ pub enum Reason {
     Lost,
     /// Nothing left to remove (n_min), or removal disabled: hold.
     Floor,
+    /// The bottleneck hint's room rule (`TuneParams::room`; always with `hinted`): the steady
+    /// count ran the bottleneck below `util − room`, so a new cycle starts from that count (Base
+    /// without the cut) and adds from it.
+    Room,
 }
 
 /// One state transition of a policy, for traces.
@@ -230,7 +234,8 @@ pub struct Transition {
     /// The bottleneck hint decided it (`TuneParams::util`): an add step that gained less than q
     /// counted as `Better` because the bottleneck stayed below its utilization target, a
     /// removal that kept throughput counted as `Lost` because it left the bottleneck below it,
-    /// or a steady state ended (`Shift`) because its bottleneck became saturated.
+    /// or a steady state ended because its bottleneck became saturated (`Shift`) or had room
+    /// below the target (`Room`).
     #[serde(default)]
     pub hinted: bool,
     /// PSI decided it (`TuneParams::psi`): an add step revoked for memory or I/O stalls

@@ -1,6 +1,6 @@
 //! Policies by name, for hosts (pools, `tact tune`, the Python executor, benchmarks) that let the
 //! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `tcc:fast=false,warm=12`,
-//! `tcc:util=0.9,saturated=0.97`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`.
+//! `tcc:util=0.9,saturated=0.97,room=0.02`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -55,6 +55,7 @@ const TCC_KEYS: &[&str] = &[
     "warm",
     "util",
     "saturated",
+    "room",
     "psi",
     "psi_full",
     "psi_some",
@@ -257,6 +258,7 @@ fn set_tcc_field(params: &mut TuneParams, key: &str, value: &str) -> Result<(), 
         // The bottleneck hint's target; it acts only when the host reports a utilization.
         "util" => num(value).map(|v| p.util = v),
         "saturated" => num(value).map(|v| p.saturated = v),
+        "room" => num(value).map(|v| p.room = v),
         // PSI as a saturation hint; it acts only when the host reads pressure.
         "psi" => flag(value).map(|v| p.psi = v),
         "psi_full" => num(value).map(|v| p.psi_full = v),

@@ -233,6 +233,9 @@ pub struct Tcc {
     steady_util: Option<f64>,
     /// The utilization reports up to the end of the last change-detection window.
     window_mark: Util,
+    /// The count the room rule last climbed from, since the last cycle it did not start (see
+    /// [`Tcc::has_room`]).
+    climbed_from: Option<usize>,
     strikes: u32,
     steady_timeout: Duration,
     cycle_start: Duration,
@@ -293,6 +296,7 @@ impl Tcc {
             steady_ref: None,
             steady_util: None,
             window_mark: Util::default(),
+            climbed_from: None,
             strikes: 0,
             steady_timeout: params.steady_max,
             cycle_start: Duration::ZERO,
@@ -488,6 +492,22 @@ impl Tcc {
         let p = &self.params;
         let room = 0.5 * (p.util + p.saturated);
         self.steady_util.is_some_and(|r| r < room) && window.is_some_and(|u| u > p.saturated)
+    }
+
+    /// The hint's room rule: the steady state's windows so far (the reference and at least one
+    /// more; called after [`Tcc::window_util`] moved the mark to the end of this one) ran the
+    /// bottleneck below `util − room` on average. The mean over all of them rather than the
+    /// last window's: its noise shrinks as the state holds, so a count inside the tolerance
+    /// does not fire on a stray low window however long it is held.
+    ///
+    /// Once per count: a climb that comes back to a count at or below the one it started from
+    /// (the step beyond it declined, or the named resource is not what limits throughput) does
+    /// not start again from there until a cycle of another cause. So the climbs between two such
+    /// cycles start from strictly rising counts, and cannot flip-flop.
+    fn has_room(&self) -> bool {
+        let p = &self.params;
+        !matches!(self.climbed_from, Some(n) if n >= self.target)
+            && self.window_mark.mean().is_some_and(|u| u < p.util - p.room)
     }
 
     /// The hint says the bottleneck stayed below its target while this configuration ran.
@@ -992,6 +1012,16 @@ impl Tcc {
                     self.hint_decides = false;
                     return;
                 }
+                if self.has_room() {
+                    // The count holds the bottleneck short of its target: climb from it.
+                    self.hinted += 1;
+                    self.hint_decides = true;
+                    self.climbed_from = Some(self.target);
+                    let n = self.target;
+                    self.new_cycle(at, n, Reason::Room);
+                    self.hint_decides = false;
+                    return;
+                }
                 self.strikes = if mild { self.strikes + 1 } else { 0 };
             }
         }
@@ -999,11 +1029,18 @@ impl Tcc {
         self.cur = SampleSet::new(self.b, self.params.trim);
     }
 
+    /// A new cycle from the base cut of the count: the room rule may climb again.
     fn begin_cycle(&mut self, at: Duration, reason: Reason) {
+        self.climbed_from = None;
+        let base = self.params.base_count(self.target);
+        self.new_cycle(at, base, reason);
+    }
+
+    /// A new cycle whose Base state measures `base`.
+    fn new_cycle(&mut self, at: Duration, base: usize, reason: Reason) {
         self.cycle += 1;
         self.cycle_start = self.busy;
         self.slow = false;
-        let base = self.params.base_count(self.target);
         self.b = batch_for(&self.params, base);
         self.autocorr_next = self.params.n_star;
         self.reference = None;

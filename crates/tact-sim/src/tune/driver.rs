@@ -69,6 +69,9 @@ pub struct PoolSpec {
     /// every tick, time-weighted over the tick, as `tact tune --bottleneck` does
     /// ([`tact_core::tune::Policy::on_hint`]).
     pub hint: bool,
+    /// With `hint`: the reports begin only at the pool's first entry into Steady (a host that
+    /// attaches its meter late), which leaves that steady state wherever throughput alone put it.
+    pub hint_late: bool,
 }
 
 impl PoolSpec {
@@ -78,7 +81,13 @@ impl PoolSpec {
             start: Duration::ZERO,
             input: Input::Endless,
             hint: false,
+            hint_late: false,
         }
+    }
+
+    /// Whether the host reports the bottleneck's utilization now.
+    fn reports(&self, run: &PoolRun) -> bool {
+        self.hint && (!self.hint_late || run.transitions.iter().any(|t| t.to == Phase::Steady))
     }
 }
 
@@ -415,7 +424,7 @@ pub fn run(sc: &Scenario) -> Run {
                 (util_sum, util_time) = (0.0, 0.0);
                 for p in pools.iter_mut().filter(|p| p.active) {
                     let answer = match util {
-                        Some(u) if p.spec.hint => p.tcc.on_hint(at, u),
+                        Some(u) if p.spec.reports(&p.run) => p.tcc.on_hint(at, u),
                         _ => p.tcc.on_tick(at),
                     };
                     p.apply(at, answer);
