@@ -105,13 +105,28 @@ fn signals_divide_one_cpu_one_to_three() {
         "3-share job got {got:?}\n{err}"
     );
     assert!(err.contains("own CPU"), "{err}");
-    // One JSON object per cycle, each naming both jobs while both ran.
+    // One JSON object per cycle, each naming both jobs while both ran. (A cycle is S·Q of the
+    // jobs' CPU, so how many fit in the 4 s depends on the load.)
     let text = std::fs::read_to_string(&log).unwrap();
     let cycles: Vec<serde_json::Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(cycles.len() > 10, "{} cycles", cycles.len());
+    let counted: usize = footer_count(&err, " cycles,");
+    assert_eq!(cycles.len(), counted, "{err}");
+    assert!(cycles.len() >= 2, "{err}");
+    // The spinners run behind `timeout`, which waits for them: tact finds them at its first read
+    // of the waiting parent, and the first cycle is spent by their CPU (S·Q = 40 ms, less what
+    // a hold leaves over). When the jobs were taken for sleepers until the rescan a second
+    // later, they ran at the kernel's even split meanwhile and the first cycle, ended by blocked
+    // charges, showed 4 ms.
+    let spent: f64 = cycles[0]["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["consumed_ns"].as_f64().unwrap())
+        .sum();
+    assert!(spent >= 20e6, "first cycle: {}\n{err}", cycles[0]);
     let first = &cycles[1];
     assert_eq!(first["jobs"].as_array().unwrap().len(), 2, "{first}");
     for key in ["consumed_ns", "entitlement_ns", "rel_err", "share"] {
@@ -122,11 +137,19 @@ fn signals_divide_one_cpu_one_to_three() {
     }
 }
 
+/// The paper's two algorithms, both deciding only at ticks (`--quantized`): what differs is
+/// optimized ALPS's lazy reads. tact's default adds the checks between ticks, whose reads grow as
+/// the jobs run slower than flat out (1.4–1.5 a quantum against basic's 1.3–1.4 for this 1:3 pair
+/// on a busy machine): they buy accuracy, not fewer reads.
 #[test]
 fn basic_alps_reads_more_than_optimized_for_the_same_split() {
     let reads = |basic: bool| {
         let runtime = tempfile::tempdir().unwrap();
-        let extra: &[&str] = if basic { &["--basic"] } else { &[] };
+        let extra: &[&str] = if basic {
+            &["--basic"]
+        } else {
+            &["--quantized"]
+        };
         let (_, err) = one_against(3, 3, extra, runtime.path());
         assert!(
             err.contains(if basic {

@@ -47,6 +47,9 @@ pub struct Job {
     members: BTreeMap<ProcId, Member>,
     /// CPU time of members that have left.
     left_ns: u64,
+    /// [`Job::consumed_ns`] as of the latest tree scan: while it has not moved, no member has
+    /// run, so none can have forked a child the scan did not see.
+    scanned_ns: u64,
     /// Charge new members from their birth (baseline 0) rather than from when tact found them:
     /// every process of a command tact started, and every process of an adopted job forked
     /// after tact took charge. Then all of a job's CPU since tact took charge is counted, and
@@ -155,6 +158,7 @@ impl Job {
             exit: None,
             members: BTreeMap::new(),
             left_ns: 0,
+            scanned_ns: 0,
             from_birth: spawned,
             user,
             gone: false,
@@ -334,7 +338,14 @@ impl Job {
             );
             joined.push((mid, baseline));
         }
+        self.scanned_ns = self.consumed_ns();
         Ok(joined)
+    }
+
+    /// Whether a member has run since the latest tree scan (as of the latest reads), so that it
+    /// may have forked a child tact has not seen yet.
+    pub fn ran_since_scan(&self) -> bool {
+        self.consumed_ns() > self.scanned_ns
     }
 
     fn leave(&mut self, id: ProcId, events: &mut Vec<Event>) {
