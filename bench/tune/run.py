@@ -18,7 +18,7 @@ this order by default), each against its own service:
   pools       X6: two pools (two drivers) share one service, the second starting later
 
 The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
-with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the four baselines.
+with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the five baselines.
 The policy `tcc+util` ("tcc + util hint": `tcc:util=0.9`, tune-drive --bottleneck reporting the
 scenario's bottleneck as the table measures it: the service's CPU on cpu, competitor and pools,
 the capped device's reads over the cap (or its io_ticks without a cap) on disk, the shaped link's
@@ -46,7 +46,7 @@ from common.procs import terminate_tree  # noqa: E402
 
 CLEANUP = Cleanup()
 DEFAULT_LOCK = "/tmp/tact-bench.lock"
-BASELINES = ["aimd", "vegas", "gradient2", "envoy"]
+BASELINES = ["aimd", "vegas", "gradient2", "envoy", "hill"]
 PAPER_SPEC = "tcc:fast=false,slow_start=false"
 # TCC with the bottleneck hint: the driver reports the scenario's bottleneck (hint_source).
 HINT = "tcc+util"
@@ -1149,7 +1149,7 @@ def run_pools(ctx, p, policies, partial):
 # plots
 
 COLORS = {"tcc": "tab:green", "aimd": "tab:orange", "vegas": "tab:purple", "gradient2": "tab:brown",
-          "envoy": "tab:pink"}
+          "envoy": "tab:pink", "hill": "tab:gray"}
 
 
 def color(r):
@@ -1321,7 +1321,7 @@ def main():
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
     ap.add_argument("--policies", default=f"tcc,{HINT}," + ",".join(BASELINES),
-                    help="adaptive controllers in run order (tcc, aimd, vegas, gradient2, envoy, or any spec)")
+                    help="adaptive controllers in run order (tcc, aimd, vegas, gradient2, envoy, hill, or any spec)")
     ap.add_argument("--no-paper", dest="paper", action="store_false",
                     help=f"skip the TCC (paper mode) row ({PAPER_SPEC})")
     for key in PRESETS["default"]:
@@ -1369,6 +1369,7 @@ def main():
         except ValueError as e:
             ap.error(f"--sizes: {e}")
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
+    log(f"controllers: {', '.join(policies)}")
     est = {s: estimate(s, p, args, policies) for s in scenarios}
     for s in scenarios:
         n = len(scenario_sizes(s, p, args))

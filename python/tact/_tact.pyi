@@ -61,7 +61,7 @@ class Regulator:
 class Controller:
     """A concurrency controller: the pool reports what it did, the controller answers with the
     number of tasks to run at once. ``policy`` is ``"tcc"`` or a spec (``"tcc:p=0.25,q=0.14"``,
-    ``"static:8"``, ``"aimd"``, ``"vegas"``, ``"gradient2"``, ``"envoy"``); ``params`` are TCC's
+    ``"static:8"``, ``"aimd"``, ``"vegas"``, ``"gradient2"``, ``"envoy"``, ``"hill"``); ``params`` are TCC's
     parameters (TuneParams fields; durations as seconds, strings or timedeltas), with
     ``policy="tcc"`` only. ``n_init`` defaults to the online CPUs (at most ``n_max``). Times are
     float seconds on the caller's monotonic clock; each event method returns the new target when

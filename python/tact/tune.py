@@ -238,7 +238,7 @@ class AdaptiveExecutor(Executor):
     once, on a thread or process pool of ``max_workers``.
 
     policy: ``"tcc"`` (default) or a spec such as ``"static:8"``, ``"aimd"``, ``"vegas"``,
-        ``"gradient2"``, ``"envoy"`` (see ``tact.Controller``).
+        ``"gradient2"``, ``"envoy"``, ``"hill"`` (see ``tact.Controller``).
     kind: ``"thread"`` or ``"process"`` (then functions and arguments must pickle).
     bottleneck: a source of the utilization of the resource the tasks saturate, for TCC's
         bottleneck hint: a string in ``tact tune --bottleneck``'s forms (``"cpu:1"``,

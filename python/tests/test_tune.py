@@ -23,7 +23,7 @@ import tact
 #: Generous: a loaded 2-core machine can be many times slower than an idle one.
 TIMEOUT = 60
 
-POLICIES = ["tcc", "static:3", "aimd", "vegas", "gradient2", "envoy"]
+POLICIES = ["tcc", "static:3", "aimd", "vegas", "gradient2", "envoy", "hill"]
 
 
 # Controller

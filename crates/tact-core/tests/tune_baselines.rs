@@ -1,12 +1,13 @@
-//! The baseline limiters (AIMD, Vegas, Gradient2, Envoy, static) on synthetic event streams,
-//! and `policy_from_spec`.
+//! The baseline limiters (AIMD, Vegas, Gradient2, Envoy, static; hill climbing's own rules are in
+//! `tune_hill.rs`) on synthetic event streams, and `policy_from_spec`.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tact_core::tune::{
     policy_from_spec, Aimd, AimdParams, AimdTimeout, Bounds, Envoy, EnvoyParams, Event, Fixed,
-    Gradient2, Gradient2Params, Load, Policy, Tcc, Vegas, VegasParams, POLICY_NAMES,
+    Gradient2, Gradient2Params, HillClimbing, HillClimbingParams, Load, Policy, Tcc, Vegas,
+    VegasParams, POLICY_NAMES,
 };
 
 fn ms(n: u64) -> Duration {
@@ -440,6 +441,38 @@ fn all_policies(b: Bounds, seed: u64) -> Vec<(&'static str, Box<dyn Policy + Sen
                 .unwrap(),
             ),
         ),
+        (
+            "hill",
+            Box::new(
+                HillClimbing::new(
+                    HillClimbingParams {
+                        seed,
+                        ..HillClimbingParams::default()
+                    },
+                    b,
+                )
+                .unwrap(),
+            ),
+        ),
+        // Fast and eager: every completion after 1 ms ends a sample, large moves.
+        (
+            "hill-eager",
+            Box::new(
+                HillClimbing::new(
+                    HillClimbingParams {
+                        sample_interval_low: ms(1),
+                        sample_interval_high: ms(1),
+                        max_change_per_second: 1000.0,
+                        max_sample_error: 100.0,
+                        gain_exponent: 1.0,
+                        seed,
+                        ..HillClimbingParams::default()
+                    },
+                    b,
+                )
+                .unwrap(),
+            ),
+        ),
         ("fixed", Box::new(Fixed::new(b.n_init()).unwrap())),
     ]
 }
@@ -587,5 +620,6 @@ fn policies_are_send() {
     is_send::<Vegas>();
     is_send::<Gradient2>();
     is_send::<Envoy>();
+    is_send::<HillClimbing>();
     is_send::<Fixed>();
 }

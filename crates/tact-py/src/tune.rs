@@ -61,7 +61,7 @@ impl Engine {
 ///
 /// policy: "tcc" (throughput-guided, the default), or a spec of tact-core's `policy_from_spec`:
 ///     "tcc:p=0.25,q=0.14,w=0.39", "static:8" (alias "fixed:8"), "aimd", "vegas", "gradient2",
-///     "envoy".
+///     "envoy", "hill".
 /// n_init: the target to start with (default: the online CPUs, at most n_max).
 /// n_max: the largest target.
 /// params: TCC parameters, with policy="tcc" only (tact_core::tune::TuneParams fields, e.g.

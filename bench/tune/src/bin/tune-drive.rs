@@ -43,7 +43,7 @@ use tact_sim::SimRng;
     about = "Drive tune-service with tact's pool under one controller"
 )]
 struct Args {
-    /// Controller: tcc, tcc:KEY=V,.., static:N, aimd, vegas, gradient2, envoy.
+    /// Controller: tcc, tcc:KEY=V,.., static:N, aimd, vegas, gradient2, envoy, hill.
     #[arg(long)]
     policy: String,
     /// The service's address (as printed by tune-service).

@@ -36,7 +36,7 @@ mod tcc;
 
 pub use baselines::{
     Aimd, AimdParams, AimdTimeout, BaselineError, Bounds, Envoy, EnvoyParams, Fixed, Gradient2,
-    Gradient2Params, Vegas, VegasParams,
+    Gradient2Params, HillClimbing, HillClimbingParams, Vegas, VegasParams,
 };
 pub use decide::Outcome;
 pub use params::{check_friendly, Friendly, ParamError, TuneParams, TABLE_1, TABLE_1_PRINTED};

@@ -1,6 +1,6 @@
 //! Policies by name, for hosts (pools, `tact tune`, the Python executor, benchmarks) that let the
 //! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `tcc:fast=false,warm=12`,
-//! `tcc:util=0.9,saturated=0.97,room=0.02`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`.
+//! `tcc:util=0.9,saturated=0.97,room=0.02`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`, `hill`.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use thiserror::Error;
 
 use super::baselines::{
     Aimd, AimdParams, BaselineError, Bounds, Envoy, EnvoyParams, Fixed, Gradient2, Gradient2Params,
-    Vegas, VegasParams,
+    HillClimbing, HillClimbingParams, Vegas, VegasParams,
 };
 use super::params::{ParamError, TuneParams};
 use super::policy::Policy;
@@ -24,6 +24,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "vegas",
     "gradient2",
     "envoy",
+    "hill",
 ];
 
 /// The TuneParams fields a `tcc:` spec may set (n_init and n_max come from the host).
@@ -133,6 +134,11 @@ pub fn policy_from_spec(
         "envoy" => {
             no_options()?;
             Box::new(Envoy::new(EnvoyParams::default(), bounds()?).map_err(baseline)?)
+        }
+        "hill" => {
+            no_options()?;
+            let params = HillClimbingParams::default();
+            Box::new(HillClimbing::new(params, bounds()?).map_err(baseline)?)
         }
         _ => {
             return Err(SpecError::UnknownPolicy {

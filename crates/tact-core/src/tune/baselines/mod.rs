@@ -9,6 +9,8 @@
 //! - [`Gradient2`]: Netflix `Gradient2Limit` (long-term versus current RTT).
 //! - [`Envoy`]: Envoy's adaptive-concurrency gradient controller (min-RTT windows at a pinned
 //!   concurrency, p50 sample windows).
+//! - [`HillClimbing`]: .NET's thread-pool hill climbing (a square wave on the count, its slope
+//!   read from throughput by a Fourier filter).
 //!
 //! Every limiter takes its parameters (a struct whose `Default` is the published default) and
 //! [`Bounds`], keeps its target within them and never at 0, and learns time only from
@@ -21,6 +23,7 @@ mod aimd;
 mod envoy;
 mod fixed;
 mod gradient2;
+mod hill;
 mod seeded;
 mod vegas;
 
@@ -34,6 +37,7 @@ pub use aimd::{Aimd, AimdParams, AimdTimeout};
 pub use envoy::{Envoy, EnvoyParams};
 pub use fixed::Fixed;
 pub use gradient2::{Gradient2, Gradient2Params};
+pub use hill::{HillClimbing, HillClimbingParams};
 pub use vegas::{Vegas, VegasParams};
 
 /// A baseline's parameters or bounds are out of range.
