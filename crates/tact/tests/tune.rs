@@ -244,6 +244,54 @@ fn a_counter_file_counts_completions() {
 }
 
 #[test]
+fn a_pause_between_counted_jobs_is_starvation_not_slowness() {
+    // A counter file says nothing of the jobs in flight (the shell's `sleep`s are not jobs), so
+    // the pool is taken to be busy, and a pause in the input is found by spec §6's gap rule:
+    // longer than ten mean gaps, it adds no busy time and is no sample. Base needs 3 samples
+    // after the chain's first completion and one to settle: the 3rd comes after the pause.
+    let dir = tempfile::tempdir().unwrap();
+    let script = "i=0; step() { sleep 0.05; i=$((i+1)); echo \"done $i\" > n; }; \
+                  step; step; step; step; sleep 2; for k in 1 2 3 4 5 6 7 8; do step; done";
+    let out = tune(
+        dir.path(),
+        &[
+            "--workers-file",
+            "jobs",
+            "--completions",
+            "file:n",
+            "--init",
+            "1",
+            "--max",
+            "1",
+            "--policy",
+            "tcc:n_star=3,batch_min=1",
+            "--json-log",
+            "tune.jsonl",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = json_log(&dir.path().join("tune.jsonl"));
+    let first = of_kind(&log, "transition")
+        .first()
+        .cloned()
+        .unwrap_or_else(|| panic!("no transition: {log:?}"));
+    let (t, busy) = (
+        first["t"].as_f64().unwrap(),
+        first["busy"].as_f64().unwrap(),
+    );
+    assert!(t > 2.0, "decided before the pause: {first}");
+    // The whole pause (2 s of `sleep`) is outside the busy clock, and no sample spans it: the
+    // judged pace is the jobs' (some 20/s), not 3 jobs in 2 s.
+    assert!(busy + 2.0 <= t, "busy {busy} s of {t} s: {first}");
+    let throughput = first["throughput"].as_f64().unwrap();
+    assert!(throughput > 5.0, "{first}");
+}
+
+#[test]
 fn the_commands_status_is_tacts() {
     let dir = tempfile::tempdir().unwrap();
     let out = tune(dir.path(), &["--", "sh", "-c", "exit 3"]);

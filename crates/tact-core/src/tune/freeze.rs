@@ -29,6 +29,8 @@
 
 use std::time::Duration;
 
+use super::gaps::{Gaps, STARVED_GAPS};
+
 /// How long the set of workers must keep its size before it is taken as the pool.
 pub const SETTLE: Duration = Duration::from_millis(500);
 /// How long a worker must have been blocked, its clock still, to count as between tasks: a few
@@ -37,8 +39,6 @@ pub const QUIET: Duration = Duration::from_millis(30);
 /// How long the pool may go without a completion, before its first gap between completions is
 /// known, until frozen workers are swapped in (they may hold the work it waits for).
 pub const ROTATE: Duration = Duration::from_secs(1);
-/// The weight of each new gap in the moving mean of gaps between completions.
-const GAP_WEIGHT: f64 = 0.1;
 
 /// Watches the command start its pool: the pool has started when the workers' depth and count
 /// have stayed the same for [`SETTLE`], and their count then is the pool's size.
@@ -150,8 +150,7 @@ pub struct Pool {
     wait: Duration,
     surplus_since: Option<Duration>,
     /// The last completion (or rotation, or the start), and the mean gap between completions.
-    progress: Duration,
-    gap: Option<Duration>,
+    gaps: Gaps,
     /// A signal was passed on to the command: everything is thawed and stays so.
     released: bool,
     /// The counts last reported.
@@ -167,8 +166,7 @@ impl Pool {
             target,
             wait,
             surplus_since: None,
-            progress: now,
-            gap: None,
+            gaps: Gaps::since(now),
             released: false,
             reported: Frozen::default(),
         }
@@ -287,16 +285,8 @@ impl Pool {
 
     /// `n` tasks ended since the last call: the mean gap between completions follows.
     pub fn completed(&mut self, n: usize, now: Duration) {
-        if n == 0 {
-            return;
-        }
-        let gap = now.saturating_sub(self.progress) / n as u32;
-        self.gap = Some(match self.gap {
-            // A moving mean over some ten polls with completions.
-            Some(mean) => mean.mul_f64(1.0 - GAP_WEIGHT) + gap.mul_f64(GAP_WEIGHT),
-            None => gap,
-        });
-        self.progress = now;
+        self.gaps
+            .completed(u32::try_from(n).unwrap_or(u32::MAX), now, None);
     }
 
     /// Freezes the surplus (quiet workers first, running ones after the wait), thaws what the
@@ -398,7 +388,7 @@ impl Pool {
             }
         }
         // The next rotation waits for another stall.
-        self.progress = now;
+        self.gaps.restart(now);
         Ok(())
     }
 
@@ -406,8 +396,12 @@ impl Pool {
     /// rule; [`ROTATE`] before the first gap is known), counting from the last completion or
     /// rotation.
     fn stalled(&self, now: Duration) -> bool {
-        let bound = self.gap.map_or(ROTATE, |g| (g * 10).max(QUIET));
-        now.saturating_sub(self.progress) >= bound
+        let bound = self
+            .gaps
+            .mean()
+            .map_or(ROTATE, |g| (g * STARVED_GAPS).max(QUIET));
+        let progress = self.gaps.last().expect("counted from the pool's start");
+        now.saturating_sub(progress) >= bound
     }
 
     /// Whether worker `i` is frozen now.
@@ -645,9 +639,9 @@ mod tests {
         assert_eq!(h.take(), [('F', 3), ('T', 1)]);
         // The next rotation counts from this one; with a gap known, from ten gaps.
         p.completed(2, ROTATE + MS * 100);
-        assert_eq!(p.gap, Some(MS * 50));
+        assert_eq!(p.gaps.mean(), Some(MS * 50));
         p.completed(1, ROTATE + MS * 200);
-        let mean = p.gap.unwrap().as_secs_f64();
+        let mean = p.gaps.mean().unwrap().as_secs_f64();
         assert!((mean - 0.055).abs() < 1e-6, "{mean}");
         // Due ten gaps (550 ms) after the last completion.
         p.balance(ROTATE + MS * 740, &mut h).unwrap();

@@ -19,6 +19,10 @@
 //! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise
 //! or start a cycle early (spec §6 item 3), never raise the count.
 //!
+//! A host that cannot see whether its pool is saturated says so
+//! ([`Policy::saturation_unseen`]); a gap between completions longer than ten mean gaps then
+//! counts as starvation (spec §6; [`gaps::GapRule`]).
+//!
 //! [`freeze`] decides which of a fixed pool's workers `tact tune --freeze` stops to hold the
 //! count the controller asks.
 //!
@@ -28,6 +32,7 @@
 pub mod baselines;
 pub mod decide;
 pub mod freeze;
+pub mod gaps;
 pub mod params;
 mod policy;
 mod samples;

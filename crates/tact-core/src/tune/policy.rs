@@ -149,6 +149,12 @@ pub trait Policy {
         None
     }
 
+    /// The host cannot see whether its pool is saturated: the loads it reports are a guess
+    /// (`tact tune` with a counter file or `--freeze`). TCC then also counts a gap between
+    /// completions longer than ten mean gaps as starvation (spec §6; `gaps::GapRule`). Call it
+    /// once, before the first event. Policies without a busy clock (every baseline) ignore it.
+    fn saturation_unseen(&mut self) {}
+
     /// The state transitions since the last call, oldest first (hosts expose them as JSON
     /// traces). Policies without states return none.
     fn drain_trace(&mut self) -> Vec<Transition> {

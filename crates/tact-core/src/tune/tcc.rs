@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::decide::{look_z, n1_hat, verdict, Outcome};
+use super::gaps::GapRule;
 use super::params::{q_scaled, ParamError, TuneParams, SLOW_START};
 use super::policy::{Event, Load, Phase, Policy, Pressure, Reason, Transition};
 use super::samples::{SampleSet, Summary};
@@ -199,6 +200,8 @@ pub struct Tcc {
     busy: Duration,
     /// Busy clock at the last completion, while no starved period has followed it.
     mark: Option<Duration>,
+    /// Spec §6's gap rule, for a host that cannot see saturation.
+    gap_rule: Option<GapRule>,
 
     // Bottleneck hint: busy clock at the last report, at the end of the current
     // configuration's settling, and the reports over its measured time since.
@@ -275,6 +278,7 @@ impl Tcc {
             saturated: false,
             busy: Duration::ZERO,
             mark: None,
+            gap_rule: None,
             hint_at: None,
             measure_from: None,
             util: Util::default(),
@@ -377,11 +381,21 @@ impl Tcc {
                 self.clock_regressions += 1;
                 at = last;
             }
-            if self.saturated {
-                self.busy += at - last;
-            }
         }
-        let advanced = self.last_at.is_some_and(|last| self.saturated && at > last);
+        let span = match self.last_at {
+            Some(last) if self.saturated => at - last,
+            _ => Duration::ZERO,
+        };
+        let complete = matches!(event, Event::Complete { .. });
+        let credit = match &mut self.gap_rule {
+            Some(rule) => rule.credit(span, at, complete, self.target),
+            None => Some(span),
+        };
+        match credit {
+            Some(d) => self.busy += d,
+            None => self.mark = None,
+        }
+        let advanced = credit.is_some_and(|d| d > Duration::ZERO);
         self.last_at = Some(at);
 
         let mut sampled = false;
@@ -549,7 +563,8 @@ impl Tcc {
 
     /// Saturation and settling after the load or the target changed.
     fn refresh_load(&mut self) {
-        self.saturated = self.load.saturated(self.target);
+        let gap_starved = self.gap_rule.is_some_and(|r| r.starved());
+        self.saturated = self.load.saturated(self.target) && !gap_starved;
         if !self.saturated {
             self.mark = None;
         }
@@ -1201,6 +1216,10 @@ impl Policy for Tcc {
         let before = self.target;
         self.handle(Event::Tick { at: now }, None, Some(pressure));
         (self.target != before).then_some(self.target)
+    }
+
+    fn saturation_unseen(&mut self) {
+        self.gap_rule.get_or_insert_with(GapRule::default);
     }
 
     fn drain_trace(&mut self) -> Vec<Transition> {

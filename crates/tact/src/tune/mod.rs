@@ -182,10 +182,18 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
             }
         }
     };
-    let Controller { policy, pressure } = controller.expect("built before the loop");
+    let Controller {
+        mut policy,
+        pressure,
+    } = controller.expect("built before the loop");
+    let sight = Sight::of(&actuator, &args.completions);
+    if sight != Sight::Jobs {
+        policy.saturation_unseen();
+    }
     let mut tuner = Tuner {
         policy,
         actuator,
+        sight,
         completions,
         pid,
         report,
@@ -520,11 +528,14 @@ impl Actuator {
     }
 
     /// The program's occupancy. Without a jobserver, the jobs running are the command's live
-    /// children (a pool's thawed workers) and no queue is visible, so the pool counts as
-    /// saturated exactly when they reach the target.
-    fn load(&self, target: usize, running: usize) -> Result<Load> {
+    /// children (a pool's thawed workers), or the target when they are not its jobs, and no
+    /// queue is visible, so the pool counts as saturated exactly when they reach the target.
+    fn load(&self, target: usize, running: usize, sight: Sight) -> Result<Load> {
         match self {
             Actuator::Jobserver(js) => js.load(target, running),
+            Actuator::File(_) | Actuator::Signals(_) if sight == Sight::Unseen => {
+                Ok(Load::new(target, 0))
+            }
             Actuator::File(_) | Actuator::Signals(_) => Ok(Load::new(running, 0)),
             Actuator::Freeze(f) => Ok(f.load()),
         }
@@ -582,10 +593,38 @@ impl Actuator {
     }
 }
 
+/// How much tact sees of the jobs the program runs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sight {
+    /// Their number: the jobserver's tokens, wrapped jobs' reports, or the command's children
+    /// as its jobs (parallel's, xargs's).
+    Jobs,
+    /// Nothing: with a counter file the children need not be jobs (the program may run them in
+    /// threads or in long-lived workers), so the pool is taken to hold the target.
+    Unseen,
+    /// `--freeze`: the thawed workers, whether or not each holds a task.
+    Workers,
+}
+
+impl Sight {
+    /// Outside `Jobs`, saturation is a guess, and TCC applies spec §6's gap rule.
+    fn of(actuator: &Actuator, counting: &completions::Counting) -> Sight {
+        match (actuator, counting) {
+            (Actuator::Freeze(_), _) => Sight::Workers,
+            (Actuator::File(_) | Actuator::Signals(_), completions::Counting::File(_)) => {
+                Sight::Unseen
+            }
+            _ => Sight::Jobs,
+        }
+    }
+}
+
 /// The controller wired to the program: events in, targets out.
 struct Tuner {
     policy: Box<dyn Policy + Send>,
     actuator: Actuator,
+    /// What the occupancy reported to the controller rests on.
+    sight: Sight,
     completions: Completions,
     /// The command's process.
     pid: i32,
@@ -667,7 +706,9 @@ impl Tuner {
         self.done += finished.len() as u64;
         self.actuator.completed(finished.len(), now);
         let running = self.completions.running(self.pid);
-        let load = self.actuator.load(self.policy.target(), running)?;
+        let load = self
+            .actuator
+            .load(self.policy.target(), running, self.sight)?;
         for latency in &finished {
             let changed = self.policy.on_event(PolicyEvent::Complete {
                 at,
