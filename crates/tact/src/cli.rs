@@ -105,6 +105,10 @@ pub enum Command {
     /// Tune how many jobs a program runs at once (make, GNU parallel) to its best throughput (TCC).
     #[command(after_help = TUNE_EXAMPLES)]
     Tune(TuneArgs),
+    /// Run one job and report its start, end and status to `tact tune --completions wrap` (as
+    /// the job command, or as make's SHELL).
+    #[command(name = "exec-wrap", after_help = EXEC_WRAP_EXAMPLES)]
+    ExecWrap(ExecWrapArgs),
     /// Give jobs CPU rights through currencies and tickets (a setup file), and enforce them.
     #[command(long_about = TICKETS_ABOUT)]
     Tickets(TicketsArgs),
@@ -441,6 +445,7 @@ Examples:
   tact tune --signals --signals-start 4 -- ./pool     a program that takes SIGUSR1/SIGUSR2 too
   tact tune --freeze --completions file:/tmp/done -- python3 pool.py    a fixed pool of workers
   tact tune --key kernel -- make -C linux       start from the count the last run settled on
+  tact tune --completions wrap -- make SHELL='tact exec-wrap /bin/sh'    every recipe line counts
 
 tact runs the command and keeps adjusting how many jobs it may run at once: it raises the count
 while each step still raises the rate at which jobs finish, backs off when it stops paying, and
@@ -486,6 +491,12 @@ What counts as a finished job (--completions):
                       the default)
   tree                any process below the command exits (recursive builds, scripts)
   file:PATH           the last number in PATH, a counter the program keeps
+  wrap                a job run through `tact exec-wrap` reports its end (see `tact exec-wrap
+                      --help`): every job counts however short, with its exact latency, and
+                      the jobs in flight are those started and not ended. tact tells the
+                      wrappers where it listens in $TACT_TUNE_SOCKET
+The other sources look at the processes every few milliseconds: a job that starts and ends
+between two looks is missed, and its latency is known only to a look.
 
 When to use --bottleneck: by throughput alone TCC stops where one more step gains less than q
 (14%), which on a gently bending curve leaves the bottleneck at 75-85%. If you know what the jobs
@@ -578,14 +589,16 @@ pub struct TuneArgs {
     pub init: Option<u32>,
     /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05, tcc:psi=1; the keys are
     /// listed in docs/tune.md, "Parameters and validation"), static:N, aimd, vegas,
-    /// gradient2, envoy (the last three judge by job latency: a job's lifetime as tact saw it).
+    /// gradient2, envoy (these three judge by job latency: a job's lifetime as tact saw it),
+    /// hill (.NET's hill climbing, by the rate of finished jobs).
     #[arg(long, value_name = "SPEC", default_value = "tcc")]
     pub policy: String,
     /// The workload's name: the count TCC settles on is recorded under it, and the next run
     /// with the same key starts from it (TCC's warm start) [default: none, a cold start].
     #[arg(long, value_name = "NAME", value_parser = crate::tune::parse_key)]
     pub key: Option<String>,
-    /// What counts as a finished job: children, tree, file:PATH.
+    /// What counts as a finished job: children, tree, file:PATH, or wrap (jobs run through
+    /// `tact exec-wrap` report their own end).
     #[arg(long, value_name = "SRC", default_value = "children",
           value_parser = crate::tune::completions::parse_counting)]
     pub completions: crate::tune::completions::Counting,
@@ -612,6 +625,39 @@ pub struct TuneArgs {
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "CMD"
+    )]
+    pub command: Vec<String>,
+}
+
+const EXEC_WRAP_EXAMPLES: &str = "\
+Examples:
+  tact tune --completions wrap -- make SHELL='tact exec-wrap /bin/sh'
+  find . -name '*.log' | tact tune --signals --completions wrap -- xargs -P 1 -n 1 tact exec-wrap -- gzip
+  tact tune --workers-file /tmp/j --completions wrap -- parallel -j /tmp/j tact exec-wrap -- gzip ::: *.log
+
+Below `tact tune --completions wrap`, which names its socket in $TACT_TUNE_SOCKET, exec-wrap tells
+tact when PROG starts and when it ends, with its exact run time and exit status: tact counts every
+job, however short, and the jobs in flight. Reporting never holds the job up: a report tact cannot
+take at once is dropped. Elsewhere exec-wrap simply execs PROG (-v says so on stderr).
+
+exec-wrap exits with PROG's status (128+n when signal n killed it), and passes SIGTERM, SIGINT,
+SIGHUP and SIGQUIT on to PROG (not a Ctrl-C: the terminal sent PROG that one already).
+
+As make's shell: GNU make splits a SHELL of several words and runs $(SHELL) $(.SHELLFLAGS) LINE,
+here `tact exec-wrap /bin/sh -c LINE`, so every recipe line is one job, and so is every
+$(shell ...) call. Give tact's full path unless make finds it in $PATH. A SHELL given on make's
+command line reaches sub-makes (through MAKEFLAGS): their lines are jobs too, as is each sub-make.
+Under .ONESHELL make 4.3 takes SHELL for one program's name: point it at a script that runs
+`exec tact exec-wrap /bin/sh \"$@\"`.";
+
+#[derive(Debug, Args)]
+pub struct ExecWrapArgs {
+    /// The program to run and its arguments (`--` first, unless PROG is a path such as /bin/sh).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROG"
     )]
     pub command: Vec<String>,
 }
@@ -982,6 +1028,30 @@ mod tests {
             .contains("not a duration"));
         assert!(positive_duration("fast").is_err());
         assert_eq!(duration("0"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn exec_wrap_takes_make_shell_arguments_as_they_come() {
+        let parse = |argv: &[&str]| {
+            let cli = Cli::try_parse_from(argv).unwrap();
+            let Command::ExecWrap(w) = cli.command else {
+                panic!("{argv:?}")
+            };
+            w.command
+        };
+        // make runs `$(SHELL) $(.SHELLFLAGS) LINE`.
+        assert_eq!(
+            parse(&["tact", "exec-wrap", "/bin/sh", "-c", "cc -v x.c"]),
+            vec!["/bin/sh", "-c", "cc -v x.c"]
+        );
+        assert_eq!(
+            parse(&["tact", "exec-wrap", "/bin/sh", "-v", "-h", "x"]),
+            vec!["/bin/sh", "-v", "-h", "x"]
+        );
+        assert_eq!(
+            parse(&["tact", "-v", "exec-wrap", "--", "gzip", "-9", "a"]),
+            vec!["gzip", "-9", "a"]
+        );
     }
 
     #[test]

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Guard => return guard(),
         Command::Work(args) => demo::work(args).map(|()| 0),
+        // Runs once per job: no look for crash records, which a job's wrapper has no part in.
+        Command::ExecWrap(args) => tune::exec_wrap::run(args, cli.verbose),
         Command::Recover => recover(true).map(|()| 0),
         command => {
             if let Err(e) = recover(false) {
@@ -37,7 +39,7 @@ fn main() -> ExitCode {
                 Command::Share(args) => share::run(args),
                 Command::Tune(args) => tune::run(args, cli.verbose),
                 Command::Tickets(args) => tickets::run(args),
-                Command::Guard | Command::Work(_) | Command::Recover => {
+                Command::Guard | Command::Work(_) | Command::ExecWrap(_) | Command::Recover => {
                     unreachable!("handled above")
                 }
             }

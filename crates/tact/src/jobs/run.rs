@@ -103,7 +103,7 @@ pub fn spawn(command: &mut Command, name: &str) -> std::result::Result<Child, i3
 }
 
 /// Says on stderr why `name` could not start, and gives the shell's exit code for it.
-fn cannot_start(name: &str, e: std::io::Error) -> i32 {
+pub fn cannot_start(name: &str, e: std::io::Error) -> i32 {
     if e.kind() == ErrorKind::NotFound {
         eprintln!("tact: {name}: command not found");
         127

@@ -1,19 +1,24 @@
 //! Counting the jobs an unmodified program finishes, by watching its processes (or a counter
-//! file it keeps), and how many it runs right now.
+//! file it keeps, or the reports of jobs run through `tact exec-wrap`), and how many it runs
+//! right now.
 //!
 //! There is no unprivileged way to be told of every exit in another process's tree (the proc
 //! connector and BPF need privileges), so the tree is polled: a process seen at one poll and
 //! gone at a later one finished. A job that starts and ends between two polls is missed; the
-//! poll period (a few milliseconds) is far below the length of the jobs worth tuning.
+//! poll period (a few milliseconds) is far below the length of the jobs worth tuning. Jobs that
+//! report themselves ([`super::wrap`]) are all counted, with exact latencies.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use tact_linux::probe::proc::ProcReader;
 use tact_linux::{ProgressMeter, ProgressSource};
+
+use super::wrap::Listener;
 
 /// What counts as one finished job (`--completions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,28 +29,34 @@ pub enum Counting {
     Tree,
     /// The last number in a file the program keeps rises.
     File(PathBuf),
+    /// A job run through `tact exec-wrap` reports its end.
+    Wrap,
 }
 
-/// `--completions`: `children`, `tree` or `file:PATH`.
+/// `--completions`: `children`, `tree`, `file:PATH` or `wrap`.
 pub fn parse_counting(s: &str) -> Result<Counting, String> {
     match s {
         "children" => Ok(Counting::Children),
         "tree" => Ok(Counting::Tree),
+        "wrap" => Ok(Counting::Wrap),
         _ => match s.strip_prefix("file:") {
             Some(path) if !path.is_empty() => Ok(Counting::File(path.into())),
             _ => Err(format!(
-                "`{s}` is not a completion source (valid: children, tree, file:PATH)"
+                "`{s}` is not a completion source (valid: children, tree, file:PATH, wrap)"
             )),
         },
     }
 }
 
 impl Counting {
-    /// Refuses a counter file that can never be read, before the command starts. A file that
-    /// does not exist yet is fine (the program creates it) when its directory exists.
-    pub fn check(&self) -> Result<()> {
-        let Counting::File(path) = self else {
-            return Ok(());
+    /// Refuses, before the command starts, a counter file that can never be read (one that
+    /// does not exist yet is fine when its directory exists: the program creates it), and a
+    /// command that is itself `tact exec-wrap` (it would report the whole run as one job).
+    pub fn check(&self, command: &[String]) -> Result<()> {
+        let path = match self {
+            Counting::File(path) => path,
+            Counting::Wrap => return check_wrapped(command),
+            Counting::Children | Counting::Tree => return Ok(()),
         };
         match std::fs::read(path) {
             Ok(_) => Ok(()),
@@ -68,6 +79,21 @@ impl Counting {
     }
 }
 
+/// `--completions wrap` counts the command's jobs: wrapping the command itself counts one.
+fn check_wrapped(command: &[String]) -> Result<()> {
+    let program = command.first().map(|c| Path::new(c).file_name());
+    if program == Some(Some("tact".as_ref()))
+        && command.get(1).map(String::as_str) == Some("exec-wrap")
+    {
+        bail!(
+            "--completions wrap: the command is `tact exec-wrap` itself, which would report the \
+             whole run as one job; wrap each of its jobs instead (e.g. make SHELL='tact \
+             exec-wrap /bin/sh', xargs ... tact exec-wrap -- CMD)"
+        );
+    }
+    Ok(())
+}
+
 /// A live process of the command's tree.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
@@ -87,12 +113,15 @@ pub struct Completions {
     file: Option<(ProgressMeter, u64)>,
     /// A counter-file error was reported (once; later ones are the same story).
     file_warned: bool,
+    /// The socket wrapped jobs report to: with it, the tree is not looked at.
+    wrap: Option<Listener>,
 }
 
 impl Completions {
     /// Call before the command starts: a counter file is read now, so that what it holds
-    /// already is not counted, while everything in a file created later is.
-    pub fn new(counting: &Counting) -> Self {
+    /// already is not counted, while everything in a file created later is; wrapped jobs'
+    /// socket listens from now on.
+    pub fn new(counting: &Counting) -> Result<Self> {
         let reader = ProcReader::new();
         let mut file_warned = false;
         let file = match counting {
@@ -103,14 +132,26 @@ impl Completions {
                 read_counter(&mut meter, &mut counted, &mut file_warned);
                 Some((meter, counted))
             }
-            Counting::Children | Counting::Tree => None,
+            Counting::Children | Counting::Tree | Counting::Wrap => None,
         };
-        Completions {
+        let wrap = match counting {
+            Counting::Wrap => Some(Listener::open()?),
+            _ => None,
+        };
+        Ok(Completions {
             reader,
             deep: *counting == Counting::Tree,
             alive: HashMap::new(),
             file,
             file_warned,
+            wrap,
+        })
+    }
+
+    /// Tells the command where wrapped jobs report.
+    pub fn prepare(&self, command: &mut Command) {
+        if let Some(wrap) = &self.wrap {
+            wrap.prepare(command);
         }
     }
 
@@ -118,6 +159,9 @@ impl Completions {
     /// job finished since the last call: its lifetime as seen, or none from a counter file.
     /// Call once more after the command exited, to count its last jobs.
     pub fn poll(&mut self, root: i32, now: Instant) -> Result<Vec<Option<Duration>>> {
+        if let Some(wrap) = &mut self.wrap {
+            return Ok(wrap.drain()?.into_iter().map(Some).collect());
+        }
         let pids = if self.deep {
             self.reader.descendants(root)
         } else {
@@ -164,10 +208,19 @@ impl Completions {
         }
     }
 
-    /// Jobs running as of the last poll: the live children of `root` (helpers count too: a
-    /// program that keeps helper processes runs that many more "jobs" than it works on).
+    /// Jobs running as of the last poll: wrapped jobs started and not ended, else the live
+    /// children of `root` (helpers count too: a program that keeps helper processes runs that
+    /// many more "jobs" than it works on).
     pub fn running(&self, root: i32) -> usize {
-        self.alive.values().filter(|s| s.ppid == root).count()
+        match &self.wrap {
+            Some(wrap) => wrap.running(),
+            None => self.alive.values().filter(|s| s.ppid == root).count(),
+        }
+    }
+
+    /// What to tell the user at the end about the jobs counted (wrapped jobs only).
+    pub fn note(&self) -> Option<String> {
+        self.wrap.as_ref().and_then(Listener::note)
     }
 }
 
@@ -204,9 +257,10 @@ mod tests {
             parse_counting("file:/tmp/n"),
             Ok(Counting::File("/tmp/n".into()))
         );
-        for bad in ["file:", "exits", ""] {
+        assert_eq!(parse_counting("wrap"), Ok(Counting::Wrap));
+        for bad in ["file:", "exits", "", "wrap:x"] {
             let e = parse_counting(bad).unwrap_err();
-            assert!(e.contains("children, tree, file:PATH"), "{e}");
+            assert!(e.contains("children, tree, file:PATH, wrap"), "{e}");
         }
     }
 
@@ -214,15 +268,32 @@ mod tests {
     fn a_counter_file_is_checked_before_the_start() {
         let dir = tempfile::tempdir().unwrap();
         let later = dir.path().join("created-later");
-        assert!(Counting::File(later).check().is_ok());
+        assert!(Counting::File(later).check(&[]).is_ok());
         let nowhere = dir.path().join("no/such/dir/n");
-        let e = Counting::File(nowhere).check().unwrap_err().to_string();
+        let e = Counting::File(nowhere).check(&[]).unwrap_err().to_string();
         assert!(e.contains("does not exist"), "{e}");
         let e = Counting::File(dir.path().into())
-            .check()
+            .check(&[])
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn wrapping_the_command_itself_is_refused() {
+        let argv = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        for wrapped in [
+            argv(&["tact", "exec-wrap", "--", "make"]),
+            argv(&["/usr/local/bin/tact", "exec-wrap", "make"]),
+        ] {
+            let e = Counting::Wrap.check(&wrapped).unwrap_err().to_string();
+            assert!(e.contains("whole run as one job"), "{e}");
+        }
+        let make = argv(&["make", "SHELL=tact exec-wrap /bin/sh"]);
+        assert!(Counting::Wrap.check(&make).is_ok());
+        assert!(Counting::Children
+            .check(&argv(&["tact", "exec-wrap", "x"]))
+            .is_ok());
     }
 
     #[test]

@@ -23,13 +23,15 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use tact_core::tune::Load;
+
+use super::private_dir::PrivateDir;
 
 /// The most jobs a jobserver can run: one per byte of a pipe's default capacity (64 KiB), plus
 /// make's implicit slot. Writing more tokens would block tact.
@@ -72,67 +74,29 @@ impl Style {
 enum Channel {
     /// The pipe's read end as the command inherits it (the write end is `Jobserver::write`).
     Pipe(OwnedFd),
-    Fifo(Fifo),
+    /// A named pipe in a private directory, removed with it.
+    Fifo(PrivateDir),
 }
 
-/// A named pipe, alone in a directory only tact's user can enter, removed with it.
-struct Fifo {
-    dir: PathBuf,
-    path: PathBuf,
-}
-
-impl Fifo {
-    /// Creates `tact-jobserver-XXXXXX/fifo` in the temporary directory ($TMPDIR, else /tmp).
-    fn create() -> Result<Self> {
-        let base = std::env::temp_dir();
-        // MAKEFLAGS is split at whitespace, and make reads no quoting in it.
-        if base
-            .to_str()
-            .is_none_or(|b| b.contains(char::is_whitespace))
-        {
-            bail!(
-                "--jobserver-style fifo: the temporary directory {} has whitespace or is not \
-                 UTF-8, which MAKEFLAGS cannot carry; set TMPDIR to another",
-                base.display()
-            );
-        }
-        // mkdtemp creates the directory 0700.
-        let dir = nix::unistd::mkdtemp(&base.join("tact-jobserver-XXXXXX")).with_context(|| {
-            format!(
-                "cannot create a directory for the jobserver fifo in {}",
-                base.display()
-            )
-        })?;
-        // From here on, dropping it removes what exists of it.
-        let fifo = Fifo {
-            path: dir.join("fifo"),
-            dir,
-        };
-        nix::unistd::mkfifo(&fifo.path, Mode::S_IRUSR | Mode::S_IWUSR)
-            .with_context(|| format!("cannot create the fifo {}", fifo.path.display()))?;
-        Ok(fifo)
+/// Creates `tact-jobserver-XXXXXX/fifo` in the temporary directory ($TMPDIR, else /tmp).
+fn create_fifo() -> Result<PrivateDir> {
+    let base = std::env::temp_dir();
+    // MAKEFLAGS is split at whitespace, and make reads no quoting in it.
+    if base
+        .to_str()
+        .is_none_or(|b| b.contains(char::is_whitespace))
+    {
+        bail!(
+            "--jobserver-style fifo: the temporary directory {} has whitespace or is not \
+             UTF-8, which MAKEFLAGS cannot carry; set TMPDIR to another",
+            base.display()
+        );
     }
-}
-
-impl Drop for Fifo {
-    /// Clients that opened the fifo keep it open; none can open it afresh after this.
-    fn drop(&mut self) {
-        for removed in [
-            std::fs::remove_file(&self.path),
-            std::fs::remove_dir(&self.dir),
-        ] {
-            // Not found: the fifo was never created (mkfifo failed).
-            if let Err(e) = removed.or_else(|e| match e.kind() {
-                ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            }) {
-                tracing::warn!(
-                    "cannot remove the jobserver fifo {}: {e}",
-                    self.path.display()
-                );
-            }
-        }
-    }
+    // From here on, dropping it removes what exists of it.
+    let fifo = PrivateDir::create("tact-jobserver", "fifo", "jobserver fifo")?;
+    nix::unistd::mkfifo(fifo.entry(), Mode::S_IRUSR | Mode::S_IWUSR)
+        .with_context(|| format!("cannot create the fifo {}", fifo.entry().display()))?;
+    Ok(fifo)
 }
 
 pub struct Jobserver {
@@ -153,16 +117,16 @@ impl Jobserver {
     /// A jobserver in `style` for `command` (the program tact runs), holding target − 1 tokens.
     pub fn new(target: usize, style: Style, command: &str) -> Result<Self> {
         let (channel, write, take) = if style.fifo_for(command) {
-            let fifo = Fifo::create()?;
+            let fifo = create_fifo()?;
             // The read end first: a non-blocking open for reading succeeds with no writer,
             // and then the open for writing finds a reader and does not block. Both stay open
             // while tact runs, so clients never see an end of file, nor block opening.
-            let take = open_nonblocking(&fifo.path)?;
+            let take = open_nonblocking(fifo.entry())?;
             let write = OpenOptions::new()
                 .write(true)
                 .custom_flags(libc::O_CLOEXEC)
-                .open(&fifo.path)
-                .with_context(|| format!("cannot open {} for writing", fifo.path.display()))?;
+                .open(fifo.entry())
+                .with_context(|| format!("cannot open {} for writing", fifo.entry().display()))?;
             (Channel::Fifo(fifo), write, take)
         } else {
             let (read, write) =
@@ -188,7 +152,7 @@ impl Jobserver {
         let r = match &self.channel {
             Channel::Fifo(fifo) => {
                 let path = fifo
-                    .path
+                    .entry()
                     .to_str()
                     .expect("checked to be UTF-8 when created");
                 command.env("MAKEFLAGS", makeflags(old.as_deref(), Auth::Fifo(path)));
@@ -393,8 +357,8 @@ mod tests {
                 js.write.try_clone().unwrap(),
             ),
             Channel::Fifo(fifo) => (
-                File::open(&fifo.path).unwrap(),
-                OpenOptions::new().write(true).open(&fifo.path).unwrap(),
+                File::open(fifo.entry()).unwrap(),
+                OpenOptions::new().write(true).open(fifo.entry()).unwrap(),
             ),
         }
     }
@@ -451,7 +415,7 @@ mod tests {
         let Channel::Fifo(fifo) = &js.channel else {
             panic!("auto gives ninja a fifo");
         };
-        let (dir, path) = (fifo.dir.clone(), fifo.path.clone());
+        let (dir, path) = (fifo.dir().to_path_buf(), fifo.entry().to_path_buf());
         let meta = std::fs::metadata(&path).unwrap();
         assert!(meta.file_type().is_fifo());
         assert_eq!(

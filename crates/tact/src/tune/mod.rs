@@ -2,17 +2,21 @@
 //! controller (TCC, spec concurrency.md §6 "External mode"). tact tells the program how many
 //! jobs it may run at once, as its make jobserver, through a file it re-reads, with signals,
 //! or by freezing a fixed pool's surplus workers, counts the jobs it finishes by watching its
-//! processes, and feeds those events to the controller.
+//! processes (or from their own reports, through `tact exec-wrap`), and feeds those events to
+//! the controller.
 
 pub mod bottleneck;
 pub mod completions;
+pub mod exec_wrap;
 mod freeze;
 mod jobserver;
 mod pressure;
+mod private_dir;
 mod report;
 mod signals;
 mod warm;
 mod workers_file;
+mod wrap;
 
 use std::os::fd::AsFd;
 use std::process::{Child, Command, ExitStatus};
@@ -59,11 +63,10 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         .signals
         .then(|| signals::receiver(&args.command, args.signals_start))
         .transpose()?;
-    args.completions.check()?;
+    args.completions.check(&args.command)?;
     if args.freeze {
         freeze::check(&args.completions)?;
     }
-    let mut completions = Completions::new(&args.completions);
     let store = args
         .key
         .as_ref()
@@ -91,6 +94,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     // Signals are read from a signalfd from now on, before anything exists that only tact's
     // own exit removes (the jobserver's fifo); the command starts with them unblocked.
     let mut events = Events::new()?;
+    let mut completions = Completions::new(&args.completions)?;
     // The jobserver and a workers file exist before the command starts (it may read the file
     // once at its start); signals and freezing need its process, so they come after.
     let setup = match (&controller, &args.workers_file, receiver) {
@@ -117,6 +121,8 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     };
     let poll_every = match (&setup, &args.completions) {
         (Setup::Ready(Actuator::Jobserver(_)), completions::Counting::Children) => POLL_JOBSERVER,
+        // Reading wrapped jobs' reports costs one poll(2) whatever their number.
+        (_, completions::Counting::Wrap) => POLL_JOBSERVER,
         _ => POLL_TREE,
     };
 
@@ -127,6 +133,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     if let Setup::Ready(Actuator::Jobserver(js)) = &setup {
         js.prepare(&mut command);
     }
+    completions.prepare(&mut command);
     let mut child = match spawn(&mut command, cmd) {
         Ok(child) => child,
         Err(code) => return Ok(code),
@@ -220,6 +227,9 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         status: code,
     })?;
     eprintln!("{line}");
+    if let Some(note) = tuner.completions.note() {
+        eprintln!("{note}");
+    }
     Ok(code)
 }
 
