@@ -151,7 +151,8 @@ fn the_jobs_in_flight_are_the_wrapped_ones_started_and_not_ended() {
     xargs_input(dir.path(), 60);
     let tcc = "tcc:n_star=3,batch_min=1,dwell=300ms,max_dwell=300ms";
     // Jobs of 150 ms: tact, reading every 2 ms, sees each in flight even on a loaded machine
-    // (in flight is what a read finds; see docs/tune.md), so TCC's busy clock runs.
+    // (in flight is what a read finds, a drop held off for a lane's restart; see docs/tune.md),
+    // so TCC's busy clock runs.
     let out = tune_xargs(dir.path(), tcc, "sleep 0.15");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let end = end_of_run(dir.path());

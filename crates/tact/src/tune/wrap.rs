@@ -14,7 +14,7 @@
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nix::errno::Errno;
@@ -28,6 +28,13 @@ use super::private_dir::PrivateDir;
 
 /// The variable that names tact's socket to the command and, through it, to every wrapper.
 pub const SOCKET_ENV: &str = "TACT_TUNE_SOCKET";
+
+/// How long a drop in the jobs in flight is held off. A lane's next job reports its start a
+/// few milliseconds after the last one's end (xargs or make reaps the wrapper, forks, execs
+/// tact, which connects), longer on a loaded machine; read as it is, every such restart would
+/// be a starved moment, and TCC, whose samples must not span one, would never measure. A pool
+/// that really drains reads as such this much later.
+const LANE_RESTART: Duration = Duration::from_millis(50);
 
 /// The longest message (an `end` with the largest numbers is 35 bytes); a longer packet is
 /// truncated, and then not understood.
@@ -141,6 +148,9 @@ pub struct Listener {
     totals: Totals,
     /// accept failed for want of descriptors (said once; the connections wait in the backlog).
     starved: bool,
+    /// The jobs in flight as reported, and when the count last stood at least that high:
+    /// a lower count is reported only after [`LANE_RESTART`].
+    held: (usize, Instant),
 }
 
 impl Listener {
@@ -158,6 +168,7 @@ impl Listener {
             conns: Vec::new(),
             totals: Totals::default(),
             starved: false,
+            held: (0, Instant::now()),
         })
     }
 
@@ -211,6 +222,7 @@ impl Listener {
         self.totals.started += totals.started;
         self.totals.failed += totals.failed;
         self.totals.lost += totals.lost;
+        self.hold(Instant::now());
         Ok(latencies)
     }
 
@@ -237,9 +249,18 @@ impl Listener {
         }
     }
 
-    /// Jobs in flight: started and not ended.
+    /// Jobs in flight: started and not ended, as of the last [`Listener::drain`], with a drop
+    /// held off for [`LANE_RESTART`].
     pub fn running(&self) -> usize {
-        self.conns.iter().filter(|c| c.started).count()
+        self.held.0
+    }
+
+    /// Updates the count [`Listener::running`] reports.
+    fn hold(&mut self, now: Instant) {
+        let open = self.conns.iter().filter(|c| c.started).count();
+        if open >= self.held.0 || now.duration_since(self.held.1) > LANE_RESTART {
+            self.held = (open, now);
+        }
     }
 
     /// What the user should know at the end: no job reported at all (the command runs none
@@ -358,14 +379,27 @@ mod tests {
         let latency = Duration::from_micros(1500);
         a.send(Message::End { latency, code: 0 });
         assert_eq!(l.drain().unwrap(), vec![latency]);
+        // Held off: the lane's next job may be starting.
+        assert_eq!(l.running(), 2);
+        std::thread::sleep(LANE_RESTART + Duration::from_millis(10));
+        assert!(l.drain().unwrap().is_empty());
         assert_eq!(l.running(), 1);
-        // A wrapper gone without an end: out of flight, not a completion.
+        // A start within the hold keeps the count up without a dip.
+        let c = reporter(&l);
+        c.send(Message::Start);
+        assert!(l.drain().unwrap().is_empty());
+        assert_eq!(l.running(), 2);
+        c.send(Message::End { latency, code: 0 });
+        assert_eq!(l.drain().unwrap(), vec![latency]);
+        // A wrapper gone without an end: out of flight (once the hold has passed), not a
+        // completion.
         drop(b);
+        std::thread::sleep(LANE_RESTART + Duration::from_millis(10));
         assert!(l.drain().unwrap().is_empty());
         assert_eq!(l.running(), 0);
         let note = l.note().unwrap();
         assert!(
-            note.contains("of 2 wrapped jobs, 1 never reported an end"),
+            note.contains("of 3 wrapped jobs, 1 never reported an end"),
             "{note}"
         );
     }
