@@ -1,15 +1,24 @@
 //! `tact tune --completions wrap` with jobs run through `tact exec-wrap`: make running it as its
 //! SHELL and xargs running it as the command count every job, however short; statuses and
-//! signals pass through the wrapper; outside tact the wrapper just runs its program.
+//! signals pass through the wrapper, a signal to the whole of the job; outside tact the wrapper
+//! just runs its program.
 
 mod common;
 
 use std::fs;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::pty::Pty;
+use common::started::{alive, Started, LIMIT};
 use common::*;
+use nix::sys::signal::Signal;
+use nix::sys::socket::{
+    bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+};
+use tact_linux::{ProcId, ProcReader};
 
 const TACT: &str = env!("CARGO_BIN_EXE_tact");
 
@@ -324,4 +333,82 @@ fn wrap_counts_nothing_it_is_not_told_and_refuses_to_wrap_the_command() {
     assert!(err.contains("whole run as one job"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(!dir.path().join("ran").exists());
+}
+
+/// A socket listening where `tact tune` names its own, so that an exec-wrap started with it
+/// runs its job as a child instead of exec'ing it. Nothing accepts: the wrapper's connection
+/// waits in the backlog, and its reports are dropped, as they may be under tact.
+fn stand_in_for_tact(dir: &Path) -> (OwnedFd, std::path::PathBuf) {
+    let path = dir.join("socket");
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(fd.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+    listen(&fd, Backlog::new(8).unwrap()).unwrap();
+    (fd, path)
+}
+
+/// `tact exec-wrap -- sh -c SCRIPT` below the stand-in for tact.
+fn exec_wrap(socket: &Path, script: &str) -> Command {
+    let mut c = tact();
+    c.env("TACT_TUNE_SOCKET", socket)
+        .args(["exec-wrap", "--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+fn assert_ended(ids: &[ProcId], what: &str) {
+    wait_for(LIMIT, what, || ids.iter().all(|&id| !alive(id)));
+}
+
+#[test]
+fn sigterm_to_the_wrapper_ends_the_whole_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_listening, socket) = stand_in_for_tact(dir.path());
+    // `; true` keeps sh from exec'ing its last sleep: both sleeps are the shell's children, one
+    // in a session of its own, which no signal to the shell's process group reaches.
+    let script = "setsid sleep 601 & sleep 600; true";
+    let mut t = Started::spawn(&mut exec_wrap(&socket, script));
+    let sh = t.member(&format!("sh -c {script}"));
+    let apart = t.member("sleep 601");
+    let sleep = t.member("sleep 600");
+    assert_eq!(
+        ProcReader::new().stat(apart.pid).unwrap().session,
+        apart.pid
+    );
+    kill(t.pid(), Signal::SIGTERM);
+    assert_eq!(t.wait(), 128 + 15, "the shell's status: killed by SIGTERM");
+    assert_ended(&[sh, sleep, apart], "the whole job to end");
+}
+
+#[test]
+fn ctrl_c_reaches_the_members_outside_the_terminals_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_listening, socket) = stand_in_for_tact(dir.path());
+    let pty = Pty::open();
+    // Not `setsid sleep 601 &`: a shell without job control starts `&` commands with SIGINT
+    // ignored.
+    let script = "sleep 600 | setsid sleep 601; true";
+    let mut command = exec_wrap(&socket, script);
+    pty.controlling(&mut command);
+    let mut t = Started::spawn(&mut command);
+    let sh = t.member(&format!("sh -c {script}"));
+    let apart = t.member("sleep 601");
+    let sleep = t.member("sleep 600");
+    let r = ProcReader::new();
+    assert_eq!(
+        r.stat(sleep.pid).unwrap().pgid,
+        t.pid(),
+        "in the wrapper's group"
+    );
+    assert_eq!(r.stat(apart.pid).unwrap().session, apart.pid);
+    pty.ctrl_c();
+    assert_eq!(t.wait(), 128 + 2, "the shell's status: killed by SIGINT");
+    assert_ended(&[sh, sleep, apart], "the whole job to end");
 }

@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use tact_linux::actuate::pidfd::PidFd;
 
 use super::wrap::{Message, Reporter, SOCKET_ENV};
+use super::{pass_on, Interrupted};
 use crate::cli::ExecWrapArgs;
 use crate::jobs::events::{unblock_signals_in_child, Event, Events};
 use crate::jobs::run::{cannot_start, exit_code, spawn};
@@ -88,18 +89,23 @@ fn reporter(verbose: bool) -> Option<Reporter> {
     }
 }
 
-/// Waits for the job to exit, passing on a termination signal the terminal did not already
-/// deliver to it (a Ctrl-C reaches the whole foreground process group, the job included).
+/// Waits for the job to exit, passing a signal for the wrapper on to the whole of the job by
+/// the rule every tact command follows ([`crate::jobs::pass_on`], through [`super::pass_on`]):
+/// make or xargs ending its job ends the shell's pipeline and any member that called setsid
+/// too, and a Ctrl-C goes on to the members outside the terminal's process group. When the job
+/// has exited, members that appeared meanwhile get the last signal.
 fn wait(job: &PidFd, events: &mut Events) -> Result<()> {
+    let mut interrupted: Option<Interrupted> = None;
     loop {
         match events.wait(job.as_fd(), WAIT)? {
-            Event::Ready => return Ok(()),
-            Event::Signal(sig) if !sig.from_terminal => {
-                if let Err(e) = job.send_signal(sig.signal as i32) {
-                    tracing::warn!("exec-wrap: cannot pass {} on: {e}", sig.signal);
+            Event::Ready => {
+                if let Some(i) = &mut interrupted {
+                    i.reached.pass_on(&mut i.tree, i.sig, false);
                 }
+                return Ok(());
             }
-            Event::Signal(_) | Event::Timeout => {}
+            Event::Signal(sig) => pass_on(&mut interrupted, job, sig),
+            Event::Timeout => {}
         }
     }
 }
