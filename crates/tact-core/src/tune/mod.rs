@@ -23,6 +23,10 @@
 //! ([`Policy::saturation_unseen`]); a gap between completions longer than ten mean gaps then
 //! counts as starvation (spec §6; [`gaps::GapRule`]).
 //!
+//! Instances that share a bottleneck can be coordinated by their hosts ([`Policy::coordinate`]):
+//! a cycle then starts only when the host grants a turn ([`Policy::grant_turn`]), one explorer
+//! at a time or all at a shared epoch (spec §6 item 4; `turns`).
+//!
 //! [`freeze`] decides which of a fixed pool's workers `tact tune --freeze` stops to hold the
 //! count the controller asks.
 //!
@@ -38,6 +42,7 @@ mod policy;
 mod samples;
 pub mod select;
 mod tcc;
+mod turns;
 
 pub use baselines::{
     Aimd, AimdParams, AimdTimeout, BaselineError, Bounds, Envoy, EnvoyParams, Fixed, Gradient2,

@@ -155,6 +155,26 @@ pub trait Policy {
     /// once, before the first event. Policies without a busy clock (every baseline) ignore it.
     fn saturation_unseen(&mut self) {}
 
+    /// The host coordinates this instance with others that share its bottleneck (spec §6 item
+    /// 4, `docs/tune.md` "Several instances on one bottleneck"): from now on the policy starts
+    /// an exploration only when the host grants it a turn ([`Policy::grant_turn`]). Call it once,
+    /// before the first event. Policies that do not explore in cycles (every baseline) ignore it.
+    fn coordinate(&mut self) {}
+
+    /// With [`Policy::coordinate`]: the policy is exploring, or has an exploration due that
+    /// waits for a turn. A host that holds the turn keeps it while this is true and gives it up
+    /// once it is false; a host without the turn asks for it while this is true.
+    fn wants_turn(&self) -> bool {
+        false
+    }
+
+    /// The host grants the turn: an exploration that waits starts now. Returns the new target
+    /// when it changed.
+    fn grant_turn(&mut self, now: Duration) -> Option<usize> {
+        let _ = now;
+        None
+    }
+
     /// The state transitions since the last call, oldest first (hosts expose them as JSON
     /// traces). Policies without states return none.
     fn drain_trace(&mut self) -> Vec<Transition> {

@@ -10,6 +10,7 @@ use super::gaps::GapRule;
 use super::params::{q_scaled, ParamError, TuneParams, SLOW_START};
 use super::policy::{Event, Load, Phase, Policy, Pressure, Reason, Transition};
 use super::samples::{SampleSet, Summary};
+use super::turns::{Start, Turns};
 use crate::stats::normal_quantile;
 
 /// A measured configuration, kept after the controller has moved on (C₁, or the cycle's best).
@@ -245,6 +246,8 @@ pub struct Tcc {
     /// Host time the steady state began (PSI readings count from [`PSI_SETTLE`] after it).
     steady_at: Duration,
     rng: u64,
+    /// Coordination with other instances on the bottleneck ([`Policy::coordinate`]).
+    turns: Turns,
 
     trace: VecDeque<Transition>,
     trace_dropped: u64,
@@ -306,6 +309,7 @@ impl Tcc {
             cycle_start: Duration::ZERO,
             steady_at: Duration::ZERO,
             rng: params.seed,
+            turns: Turns::default(),
             trace: VecDeque::new(),
             trace_dropped: 0,
             decisions: VecDeque::new(),
@@ -640,6 +644,10 @@ impl Tcc {
     }
 
     fn step(&mut self, at: Duration) {
+        if self.turns.first_waits() {
+            // Coordinated, before the first grant: the initial count runs, nothing is judged.
+            return;
+        }
         match self.phase {
             Phase::Base => self.step_base(at),
             Phase::Add => self.step_add(at),
@@ -990,15 +998,11 @@ impl Tcc {
     }
 
     fn step_steady(&mut self, at: Duration) {
-        if self.here() >= self.steady_timeout {
-            return self.begin_cycle(at, Reason::Timeout);
+        if self.here() >= self.steady_timeout && self.request(at, Start::new(Reason::Timeout)) {
+            return;
         }
-        if self.steady_stalls() {
-            // As change detection does: the count that was right no longer is.
-            self.psi += 1;
-            self.psi_decides = true;
-            self.begin_cycle(at, Reason::Shift);
-            self.psi_decides = false;
+        // As change detection does: the count that was right no longer is.
+        if self.steady_stalls() && self.request(at, Start::psi(Reason::Shift)) {
             return;
         }
         let s = self.cur.summary();
@@ -1015,26 +1019,19 @@ impl Tcc {
                 let ratio = s.throughput() / r.throughput();
                 let outside = |k: f64| !(1.0 / k..=k).contains(&ratio);
                 let mild = outside(self.params.shift);
-                if outside(self.params.shift_hard) || (mild && self.strikes >= 1) {
-                    return self.begin_cycle(at, Reason::Shift);
-                }
-                if self.newly_saturated(u) {
+                let start = if outside(self.params.shift_hard) || (mild && self.strikes >= 1) {
+                    Some(Start::new(Reason::Shift))
+                } else if self.newly_saturated(u) {
                     // Something else now uses the bottleneck, or the load changed, though
                     // throughput moved too little for the test above.
-                    self.hinted += 1;
-                    self.hint_decides = true;
-                    self.begin_cycle(at, Reason::Shift);
-                    self.hint_decides = false;
-                    return;
-                }
-                if self.has_room() {
+                    Some(Start::hinted(Reason::Shift))
+                } else if self.has_room() {
                     // The count holds the bottleneck short of its target: climb from it.
-                    self.hinted += 1;
-                    self.hint_decides = true;
-                    self.climbed_from = Some(self.target);
-                    let n = self.target;
-                    self.new_cycle(at, n, Reason::Room);
-                    self.hint_decides = false;
+                    Some(Start::hinted(Reason::Room))
+                } else {
+                    None
+                };
+                if start.is_some_and(|start| self.request(at, start)) {
                     return;
                 }
                 self.strikes = if mild { self.strikes + 1 } else { 0 };
@@ -1042,6 +1039,34 @@ impl Tcc {
         }
         // The next window (the sample chain continues: no settling).
         self.cur = SampleSet::new(self.b, self.params.trim);
+    }
+
+    /// A cycle is due: it starts now (true), or, coordinated, waits for the host's grant while
+    /// the steady state goes on measuring (false).
+    fn request(&mut self, at: Duration, start: Start) -> bool {
+        if self.turns.defer(start) {
+            return false;
+        }
+        self.launch(at, start);
+        true
+    }
+
+    /// Starts the cycle `start` calls for: from the count's base cut, or for `Room` from the
+    /// count itself.
+    fn launch(&mut self, at: Duration, start: Start) {
+        self.hinted += u64::from(start.hinted);
+        self.psi += u64::from(start.psi);
+        self.hint_decides = start.hinted;
+        self.psi_decides = start.psi;
+        if start.reason == Reason::Room {
+            self.climbed_from = Some(self.target);
+            let n = self.target;
+            self.new_cycle(at, n, Reason::Room);
+        } else {
+            self.begin_cycle(at, start.reason);
+        }
+        self.hint_decides = false;
+        self.psi_decides = false;
     }
 
     /// A new cycle from the base cut of the count: the room rule may climb again.
@@ -1220,6 +1245,44 @@ impl Policy for Tcc {
 
     fn saturation_unseen(&mut self) {
         self.gap_rule.get_or_insert_with(GapRule::default);
+    }
+
+    /// Called before the first event, the first cycle waits for a turn too: an instance that
+    /// starts while another explores would otherwise explore alongside it. Until its grant it
+    /// runs the count it was built with (`n_init`, or with `warm` that count's cut) and judges
+    /// nothing; the grant starts cycle 0's Base from there, measured afresh. Called later, only
+    /// the cycles after the one under way wait.
+    fn coordinate(&mut self) {
+        let fresh = self.last_at.is_none();
+        self.turns.coordinate(fresh);
+    }
+
+    /// Coordinated: waiting for the first turn, exploring (a cycle holds the turn from Base back
+    /// to Steady), or in Steady with a cycle due.
+    fn wants_turn(&self) -> bool {
+        self.turns.on()
+            && (self.turns.first_waits() || self.phase != Phase::Steady || self.turns.due())
+    }
+
+    /// Starts what waits for the turn: the first cycle, or the cycle due in Steady, with the
+    /// reason it was due for (its transition is recorded at `now`). Anything else is a no-op:
+    /// an epoch host grants every instance, due or not.
+    fn grant_turn(&mut self, now: Duration) -> Option<usize> {
+        let before = self.target;
+        let at = self.last_at.map_or(now, |last| now.max(last));
+        if self.turns.grant_first() {
+            // Cycle 0 measures from here: samples taken while waiting ran beside another
+            // instance's exploration, and the cycle's length (which sets the next steady
+            // timeout) starts now.
+            self.cycle_start = self.busy;
+            let n = self.target;
+            self.switch(n);
+        } else if self.phase == Phase::Steady {
+            if let Some(start) = self.turns.take_due() {
+                self.launch(at, start);
+            }
+        }
+        (self.target != before).then_some(self.target)
     }
 
     fn drain_trace(&mut self) -> Vec<Transition> {

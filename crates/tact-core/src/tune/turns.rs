@@ -1,0 +1,102 @@
+//! Turns: several TCC instances on one bottleneck explore one at a time, or together at shared
+//! epochs (spec §6 item 4; `docs/tune.md` "Several instances on one bottleneck").
+//!
+//! Theorem 1 bounds a cycle's gain against other tasks that hold their count while it explores.
+//! Two instances that explore at once break that premise: each reads the other's cut as room and
+//! its rise as a decline, and the counts drift apart or escalate. So once the host coordinates
+//! ([`Policy::coordinate`](super::Policy::coordinate)), a cycle starts only when the host grants
+//! a turn; until then the controller holds its count and keeps measuring.
+//!
+//! This module only keeps the bookkeeping; [`Tcc`](super::Tcc) decides when a start is due and
+//! what a grant does.
+
+use super::policy::Reason;
+
+/// A cycle start from Steady, with what decided it (for its transition and the counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Start {
+    /// `Timeout` or `Shift` start from the base cut of the count; `Room` from the count itself.
+    pub reason: Reason,
+    pub hinted: bool,
+    pub psi: bool,
+}
+
+impl Start {
+    pub fn new(reason: Reason) -> Self {
+        Start {
+            reason,
+            hinted: false,
+            psi: false,
+        }
+    }
+
+    pub fn hinted(reason: Reason) -> Self {
+        Start {
+            hinted: true,
+            ..Start::new(reason)
+        }
+    }
+
+    pub fn psi(reason: Reason) -> Self {
+        Start {
+            psi: true,
+            ..Start::new(reason)
+        }
+    }
+}
+
+/// Coordination state: off until the host calls `coordinate()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Turns {
+    on: bool,
+    /// The first cycle waits for the first grant (the controller holds its initial count).
+    first: bool,
+    /// A start from Steady that waits for a grant.
+    due: Option<Start>,
+}
+
+impl Turns {
+    /// Coordination from now on. `fresh`: no event came yet, so the first cycle waits too.
+    pub fn coordinate(&mut self, fresh: bool) {
+        self.on = true;
+        self.first = fresh;
+    }
+
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
+    /// The first cycle has not had its turn yet.
+    pub fn first_waits(&self) -> bool {
+        self.first
+    }
+
+    /// A start from Steady waits.
+    pub fn due(&self) -> bool {
+        self.due.is_some()
+    }
+
+    /// Whether `start` must wait (it is then kept, unless one is kept already). The first start
+    /// that came is the one a grant makes, with one exception: a start from the base cut
+    /// replaces a waiting `Room`, since only `Room` skips the cut and a later timeout or shift
+    /// says the count's room may be gone.
+    pub fn defer(&mut self, start: Start) -> bool {
+        if !self.on {
+            return false;
+        }
+        match self.due {
+            Some(d) if !(d.reason == Reason::Room && start.reason != Reason::Room) => {}
+            _ => self.due = Some(start),
+        }
+        true
+    }
+
+    /// The grant: the first cycle's wait ends (true), or the waiting start is handed out.
+    pub fn grant_first(&mut self) -> bool {
+        std::mem::take(&mut self.first)
+    }
+
+    pub fn take_due(&mut self) -> Option<Start> {
+        self.due.take()
+    }
+}

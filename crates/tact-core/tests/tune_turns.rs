@@ -1,0 +1,402 @@
+//! Turns (`Policy::coordinate`, `wants_turn`, `grant_turn`; spec §6 item 4): once a host
+//! coordinates, every cycle start waits for its grant while the controller holds its count and
+//! keeps measuring; the grant starts it with the reason it was due for; the turn is wanted from
+//! then until the cycle is back in Steady. Without `coordinate()` nothing changes.
+
+#[path = "tune_harness.rs"]
+mod harness;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use harness::{paper, settle, sparse, Pool};
+use proptest::prelude::*;
+use tact_core::tune::{Load, Phase, Policy, Pressure, Reason, Tcc, Transition, TuneParams};
+
+const MAX: usize = 4_000_000;
+const TENTH: Duration = Duration::from_millis(100);
+
+/// The bending curve of `tune_hint.rs`: the paper's rule settles at a count with room left.
+fn rate(n: usize) -> f64 {
+    1000.0 * (1.0 - (-(n as f64) / 8.0).exp())
+}
+
+fn util(n: usize) -> f64 {
+    rate(n) / 1000.0
+}
+
+/// A pool whose controller was told to coordinate before its first event; granted its first
+/// turn at once when `first` is set.
+fn coordinated(params: TuneParams, rate: impl FnMut(usize, u64) -> f64 + 'static) -> Pool {
+    let mut pool = Pool::new(params.clone(), rate);
+    // Pool::new fed its controller a start: swap in one that coordinates from the beginning.
+    let mut tcc = Tcc::new(params).unwrap();
+    tcc.coordinate();
+    assert_eq!(tcc.on_start(Duration::ZERO, pool.load()), None);
+    pool.tcc = tcc;
+    pool
+}
+
+fn grant(pool: &mut Pool) -> Option<usize> {
+    let answer = pool.tcc.grant_turn(pool.now);
+    // A grant never raises the count (a cut, or the count itself), so no task starts.
+    assert!(answer.is_none_or(|n| n <= pool.in_flight));
+    pool.trace.extend(pool.tcc.drain_trace());
+    answer
+}
+
+/// Runs the cycle under way back to Steady, checking that the turn is wanted all along and no
+/// longer once there.
+fn finish_cycle(pool: &mut Pool) {
+    assert!(pool.run_until(MAX, |p| {
+        let steady = p.tcc.phase() == Phase::Steady;
+        assert_eq!(p.tcc.wants_turn(), !steady, "{:?}", p.tcc.phase());
+        steady
+    }));
+    assert!(!pool.tcc.wants_turn());
+}
+
+/// A steady state whose end was due at `due` (busy time): the coordinated pool, run 30 busy
+/// seconds past it, still holds its count, has measured on, and wants the turn; a grant then
+/// starts the cycle as `expect` says (from, to, reason, hinted, psi, counts).
+fn check_deferred(pool: &mut Pool, due: Duration, expect: &Transition) {
+    let entry = pool.trace.len();
+    let counters = (pool.tcc.status().hinted, pool.tcc.status().psi);
+    let count = pool.tcc.target();
+    assert_eq!(pool.tcc.phase(), Phase::Steady);
+    let until = due + Duration::from_secs(30);
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= until));
+    assert_eq!(pool.trace.len(), entry, "{:?}", &pool.trace[entry..]);
+    assert_eq!(
+        (pool.tcc.phase(), pool.tcc.target()),
+        (Phase::Steady, count)
+    );
+    assert!(pool.tcc.wants_turn());
+    let before = pool.tcc.status();
+    assert!(before.samples > 0, "it keeps measuring");
+    // The counters of what the hint and PSI decided wait too.
+    assert_eq!((before.hinted, before.psi), (counters.0, counters.1));
+
+    let answer = grant(pool);
+    let after = pool.tcc.status();
+    assert_eq!(
+        (after.hinted, after.psi),
+        (
+            before.hinted + u64::from(expect.hinted),
+            before.psi + u64::from(expect.psi)
+        )
+    );
+    let t = pool.trace.last().expect("the grant's transition");
+    assert_eq!(
+        (t.from, t.to, t.reason, t.hinted, t.psi),
+        (
+            expect.from,
+            expect.to,
+            expect.reason,
+            expect.hinted,
+            expect.psi
+        ),
+    );
+    assert_eq!((t.target_from, t.target_to), (count, expect.target_to));
+    assert_eq!(t.at, pool.now);
+    assert_eq!(
+        answer,
+        (expect.target_to != count).then_some(expect.target_to)
+    );
+    assert!(pool.tcc.wants_turn());
+    finish_cycle(pool);
+}
+
+/// The transition that ended the plain pool's first steady state.
+fn first_end(plain: &Pool) -> Transition {
+    plain.first_steady().1.clone()
+}
+
+#[test]
+fn a_timeout_waits_for_the_grant() {
+    let params = paper(4);
+    let plain = settle(Pool::new(params.clone(), |n, _| rate(n)), 2);
+    let end = first_end(&plain);
+    assert_eq!(end.reason, Reason::Timeout);
+
+    let mut pool = coordinated(params, |n, _| rate(n));
+    assert_eq!(grant(&mut pool), None);
+    let mut pool = settle(pool, 1);
+    // Granted at once, the first cycle is the uncoordinated one.
+    assert_eq!(pool.exploration(), plain.exploration());
+    check_deferred(&mut pool, end.busy, &end);
+    assert_eq!(pool.tcc.status().cycle, 1);
+}
+
+/// A pool whose throughput is scaled by the returned cell, run 5 s into its first steady state
+/// (its reference window is taken by then).
+fn scaled(params: TuneParams, coordinate: bool) -> (Pool, Rc<Cell<f64>>) {
+    let scale = Rc::new(Cell::new(1.0));
+    let s = scale.clone();
+    let curve = move |n, _| rate(n) * s.get();
+    let mut pool = if coordinate {
+        let mut pool = coordinated(params, curve);
+        grant(&mut pool);
+        pool
+    } else {
+        Pool::new(params, curve)
+    };
+    assert!(pool.until_steady(1, MAX));
+    let from = pool.tcc.busy();
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= from + Duration::from_secs(5)));
+    (pool, scale)
+}
+
+#[test]
+fn a_throughput_shift_waits_for_the_grant() {
+    let (mut plain, scale) = scaled(paper(4), false);
+    // Busy time at the steady entry: the cycle before it is the same in both runs.
+    let from = plain.trace.last().unwrap().busy;
+    scale.set(1.0 / 3.0);
+    assert!(plain.until_steady(2, MAX));
+    let end = first_end(&plain);
+    assert_eq!((end.reason, end.hinted), (Reason::Shift, false));
+    assert!(end.busy < from + paper(4).steady_max);
+
+    let (mut pool, scale) = scaled(paper(4), true);
+    assert_eq!(pool.trace.last().unwrap().busy, from);
+    scale.set(1.0 / 3.0);
+    check_deferred(&mut pool, end.busy, &end);
+}
+
+/// The bending curve with reports of `before` until the first steady state has held 5 s, then
+/// `after` (`tune_hint.rs`'s saturating bottleneck), run into that steady state's 6th second.
+fn saturating(params: TuneParams, coordinate: bool) -> Pool {
+    let arrived = Rc::new(Cell::new(false));
+    let seen = arrived.clone();
+    let mut pool = if coordinate {
+        let mut pool = coordinated(params, |n, _| rate(n));
+        grant(&mut pool);
+        pool
+    } else {
+        Pool::new(params, |n, _| rate(n))
+    };
+    pool = pool.with_hint(TENTH, move |_| if seen.get() { 0.99 } else { 0.92 });
+    assert!(pool.until_steady(1, MAX));
+    let from = pool.tcc.busy();
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= from + Duration::from_secs(5)));
+    arrived.set(true);
+    pool
+}
+
+#[test]
+fn a_saturated_bottleneck_waits_for_the_grant() {
+    let mut plain = saturating(paper(4), false);
+    assert!(plain.until_steady(2, MAX));
+    let end = first_end(&plain);
+    assert_eq!((end.reason, end.hinted), (Reason::Shift, true));
+
+    let mut pool = saturating(paper(4), true);
+    check_deferred(&mut pool, end.busy, &end);
+}
+
+#[test]
+fn room_below_the_target_waits_for_the_grant() {
+    let late = |coordinate: bool| {
+        let pool = if coordinate {
+            let mut pool = coordinated(paper(4), |n, _| rate(n));
+            grant(&mut pool);
+            pool
+        } else {
+            Pool::new(paper(4), |n, _| rate(n))
+        };
+        settle(pool, 1).with_hint(TENTH, util)
+    };
+    let mut plain = late(false);
+    assert!(plain.until_steady(2, MAX));
+    let end = first_end(&plain);
+    assert_eq!((end.reason, end.hinted), (Reason::Room, true));
+    assert_eq!(end.target_to, end.target_from);
+
+    let mut pool = late(true);
+    check_deferred(&mut pool, end.busy, &end);
+}
+
+#[test]
+fn memory_stalls_wait_for_the_grant() {
+    let params = TuneParams {
+        psi: true,
+        ..paper(4)
+    };
+    let stalls = |_: usize, _: Duration| Pressure {
+        memory_some: 0.11,
+        ..Pressure::default()
+    };
+    let plain = settle(
+        Pool::new(params.clone(), |n, _| rate(n)).with_pressure(TENTH, stalls),
+        2,
+    );
+    let end = first_end(&plain);
+    assert_eq!((end.reason, end.psi), (Reason::Shift, true));
+
+    let mut pool = coordinated(params, |n, _| rate(n)).with_pressure(TENTH, stalls);
+    grant(&mut pool);
+    let mut pool = settle(pool, 1);
+    check_deferred(&mut pool, end.busy, &end);
+}
+
+#[test]
+fn the_first_cycle_waits_for_its_turn_at_the_initial_count() {
+    let params = paper(4);
+    let plain = settle(Pool::new(params.clone(), |n, _| rate(n)), 1);
+
+    let mut pool = coordinated(params, |n, _| rate(n));
+    assert!(pool.tcc.wants_turn());
+    // Far longer than the whole plain exploration took: nothing is judged, the count holds.
+    let until = plain.tcc.busy() * 3;
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= until));
+    assert!(pool.trace.is_empty(), "{:?}", pool.moves());
+    assert_eq!((pool.tcc.phase(), pool.tcc.target()), (Phase::Base, 4));
+    assert!(pool.completions > 0, "the initial count runs");
+    assert!(pool.tcc.wants_turn());
+
+    // The grant starts cycle 0 as if from the beginning: same moves as the plain run.
+    assert_eq!(grant(&mut pool), None);
+    assert!(pool.trace.is_empty());
+    let at = pool.tcc.busy();
+    finish_cycle(&mut pool);
+    assert_eq!(pool.exploration(), plain.exploration());
+    // Its length counts from the grant: the steady timeout is the same as the plain run's.
+    assert_eq!(pool.tcc.steady_timeout(), plain.tcc.steady_timeout());
+    assert!(pool.trace.iter().all(|t| t.busy >= at));
+}
+
+#[test]
+fn a_grant_with_nothing_due_changes_nothing() {
+    let mut pool = coordinated(paper(4), |n, _| rate(n));
+    grant(&mut pool);
+    // During the cycle (the turn is held): no-op.
+    assert!(pool.run_until(MAX, |p| p.tcc.phase() == Phase::Add));
+    let (len, target) = (pool.trace.len(), pool.tcc.target());
+    assert_eq!(grant(&mut pool), None);
+    assert_eq!((pool.trace.len(), pool.tcc.target()), (len, target));
+    assert_eq!(pool.tcc.phase(), Phase::Add);
+    // In Steady with nothing due: no-op, and the later timeout still waits for its own grant.
+    assert!(pool.until_steady(1, MAX));
+    assert!(!pool.tcc.wants_turn());
+    let len = pool.trace.len();
+    assert_eq!(grant(&mut pool), None);
+    assert_eq!(pool.trace.len(), len);
+    let timeout = pool.tcc.steady_timeout();
+    let from = pool.tcc.busy();
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= from + timeout + timeout));
+    assert_eq!((pool.tcc.phase(), pool.trace.len()), (Phase::Steady, len));
+    assert!(pool.tcc.wants_turn());
+}
+
+#[test]
+fn without_coordinate_grants_change_nothing_and_no_turn_is_wanted() {
+    let params = paper(4);
+    let plain = settle(Pool::new(params.clone(), |n, _| rate(n)), 3);
+    let mut pool = Pool::new(params, |n, _| rate(n));
+    assert!(pool.run_until(MAX, |p| {
+        assert!(!p.tcc.wants_turn());
+        p.trace.iter().filter(|t| t.to == Phase::Steady).count() >= 3
+    }));
+    // And a host that grants at every event (a confused one) moves nothing.
+    let mut granted = Pool::new(paper(4), |n, _| rate(n));
+    for _ in 0..MAX {
+        if granted
+            .trace
+            .iter()
+            .filter(|t| t.to == Phase::Steady)
+            .count()
+            >= 3
+        {
+            break;
+        }
+        assert_eq!(grant(&mut granted), None);
+        assert!(granted.step());
+    }
+    assert_eq!(pool.moves(), plain.moves());
+    assert_eq!(granted.moves(), plain.moves());
+    assert_eq!(granted.targets, plain.targets);
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    /// A completion `ms` after the previous event, with this many tasks in flight.
+    Complete {
+        ms: u64,
+        in_flight: usize,
+    },
+    Tick {
+        ms: u64,
+    },
+    Grant,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (1u64..400, 0usize..12).prop_map(|(ms, in_flight)| Op::Complete { ms, in_flight }),
+        1 => (1u64..3000).prop_map(|ms| Op::Tick { ms }),
+        1 => Just(Op::Grant),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Over any events: a cycle leaves Steady only inside a grant; the turn is wanted whenever
+    /// the controller is not in Steady; a grant to a steady controller that wants the turn
+    /// starts its cycle, and any other grant is a no-op.
+    #[test]
+    fn cycles_start_only_at_grants(
+        ops in prop::collection::vec(op(), 1..600),
+        seed in any::<u64>(),
+        first in any::<bool>(),
+    ) {
+        let params = sparse(2, 6, Duration::from_secs(2), seed);
+        let mut tcc = Tcc::new(params).unwrap();
+        tcc.coordinate();
+        let mut now = Duration::ZERO;
+        let mut started_first = false;
+        for (i, op) in ops.into_iter().enumerate() {
+            let granting = matches!(op, Op::Grant) || (first && i == 0);
+            if granting {
+                let (phase, wanted, target) = (tcc.phase(), tcc.wants_turn(), tcc.target());
+                let answer = tcc.grant_turn(now);
+                let trace = tcc.drain_trace();
+                if phase == Phase::Steady && wanted {
+                    prop_assert_eq!(trace.len(), 1);
+                    prop_assert_eq!((trace[0].from, trace[0].to), (Phase::Steady, Phase::Base));
+                    prop_assert_eq!(tcc.phase(), Phase::Base);
+                } else {
+                    prop_assert!(trace.is_empty(), "{:?}", trace);
+                    prop_assert_eq!(tcc.target(), target);
+                    prop_assert_eq!(answer, None);
+                }
+                // The first grant, whenever it comes, starts the first cycle.
+                started_first = true;
+                if !matches!(op, Op::Grant) {
+                    continue;
+                }
+            }
+            match op {
+                Op::Complete { ms, in_flight } => {
+                    now += Duration::from_millis(ms);
+                    tcc.on_complete(now, Load::new(in_flight, 1));
+                }
+                Op::Tick { ms } => {
+                    now += Duration::from_millis(ms);
+                    tcc.on_tick(now);
+                }
+                Op::Grant => {}
+            }
+            let trace = tcc.drain_trace();
+            prop_assert!(trace.iter().all(|t| t.from != Phase::Steady), "{:?}", trace);
+            if !started_first {
+                prop_assert!(trace.is_empty(), "before the first grant: {:?}", trace);
+            }
+            if tcc.phase() != Phase::Steady {
+                prop_assert!(tcc.wants_turn());
+            }
+        }
+    }
+}
