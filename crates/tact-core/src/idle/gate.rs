@@ -111,6 +111,16 @@ impl Variant {
     }
 }
 
+/// The polling driver's interval δ for a gate whose shortest PI is `pi` (spec section 3,
+/// "Drivers"): the effective PI lies in \[p, p + δ\], so δ = p/10, within the driver's bounds
+/// (`floor`: what a probe costs; `ceiling`: how late a hold may come). p = 0 gets the floor like
+/// any short p: a priority queue resumes bg at the first quiet probe window, so its effective PI
+/// is δ to 2δ, and a longer δ than p = 1 ms's would resume bg later than p = 1 ms does. Panics
+/// if `floor > ceiling`.
+pub fn poll_interval(pi: Duration, floor: Duration, ceiling: Duration) -> Duration {
+    (pi / 10).clamp(floor, ceiling)
+}
+
 /// Parameters of one gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateParams {

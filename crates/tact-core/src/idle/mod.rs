@@ -21,7 +21,7 @@
 //!   arrival, completion and timer expiry to a [`Scheduler`] and start what it names; arm a
 //!   timer at [`Scheduler::wake_at`].
 //! - **Watcher** (a device tact does not own; fg seen only as "activity at t" in
-//!   `/proc/diskstats` deltas minus the job's own bytes): every δ ≤ p/10 call
+//!   `/proc/diskstats` deltas minus the job's own bytes): every δ = [`poll_interval`] call
 //!   [`Gate::poll`]`(now, fg_active, bg_runnable)`; `true` releases the bg job (thaw/SIGCONT),
 //!   `false` holds it (freeze/SIGSTOP). The effective PI lies in \[p, p + δ\].
 //! - **Cooperative library gate** (the bg program asks before each I/O): one call is one b
@@ -33,7 +33,7 @@ mod model;
 mod scheduler;
 mod tuner;
 
-pub use gate::{Action, Anchor, Counters, Event, Gate, GateParams, State, Variant};
+pub use gate::{poll_interval, Action, Anchor, Counters, Event, Gate, GateParams, State, Variant};
 pub use model::{Model, ModelError, ModelParams, Prediction};
 pub use scheduler::{Class, Scheduler};
 pub use tuner::{Tuner, TunerError, TunerParams, DEFAULT_BETA};

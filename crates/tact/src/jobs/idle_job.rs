@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use tact_core::idle::{Anchor, Gate, GateParams, State, Tuner, TunerParams};
+use tact_core::idle::{poll_interval, Anchor, Gate, GateParams, State, Tuner, TunerParams};
 use tact_linux::actuate::per_thread::SavedThreads;
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::actuate::{ioprio, sched_idle};
@@ -45,9 +45,6 @@ const LEASE: Duration = Duration::from_secs(10);
 /// The probe interval's bounds: δ ≤ p/10 (spec §3), but a probe reads /proc for every member.
 const MIN_PROBE: Duration = Duration::from_millis(1);
 const MAX_PROBE: Duration = Duration::from_millis(100);
-/// The probe interval of a plain priority queue (p = 0), which has no PI to resolve: the job is
-/// held at most this long after the foreground's I/O begins.
-const PRIORITY_QUEUE_PROBE: Duration = Duration::from_millis(10);
 /// `--preempt auto` keeps p between these (beyond the tuner's own bounds): no shorter than the
 /// shortest probe interval, as with a fixed p (the bench's network does best at 1–2 ms, which a
 /// floor of ten probe intervals kept out of reach), and the longest foreground gap tact plans
@@ -907,7 +904,9 @@ fn gate_for(
     })
 }
 
-/// δ ≤ p/10 for the shortest PI any gate may use, within [1 ms, 100 ms].
+/// δ = p/10 for the shortest PI any gate may use, within [1 ms, 100 ms]; p = 0 probes every
+/// 1 ms too, since it resumes the job at the first quiet probe (until 26 Nov it probed every
+/// 10 ms, which resumed the job 10–20 ms after the foreground's last byte, later than p = 1 ms).
 fn probe_interval(watched: &[Watched]) -> Duration {
     watched
         .iter()
@@ -916,11 +915,7 @@ fn probe_interval(watched: &[Watched]) -> Duration {
                 Some(t) => t.params().p_min,
                 None => w.gate.params().pi,
             };
-            if p.is_zero() {
-                PRIORITY_QUEUE_PROBE
-            } else {
-                (p / 10).clamp(MIN_PROBE, MAX_PROBE)
-            }
+            poll_interval(p, MIN_PROBE, MAX_PROBE)
         })
         .min()
         .unwrap_or(MAX_PROBE)
