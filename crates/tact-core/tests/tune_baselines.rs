@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use tact_core::tune::{
     policy_from_spec, Aimd, AimdParams, AimdTimeout, Bounds, Envoy, EnvoyParams, Event, Fixed,
     Gradient2, Gradient2Params, HillClimbing, HillClimbingParams, Load, Policy, Tcc, Vegas,
-    VegasParams, POLICY_NAMES,
+    VegasParams, VegasPlus, VegasPlusParams, POLICY_NAMES,
 };
 
 fn ms(n: u64) -> Duration {
@@ -474,6 +474,14 @@ fn all_policies(b: Bounds, seed: u64) -> Vec<(&'static str, Box<dyn Policy + Sen
             ),
         ),
         ("fixed", Box::new(Fixed::new(b.n_init()).unwrap())),
+        (
+            "vegas+",
+            Box::new(VegasPlus::new(VegasPlusParams::plus(), b).unwrap()),
+        ),
+        (
+            "vegas++",
+            Box::new(VegasPlus::new(VegasPlusParams::plus_plus(50.0), b).unwrap()),
+        ),
     ]
 }
 
@@ -541,6 +549,7 @@ fn envoy_pins_to_n_max_when_it_is_below_three() {
 fn spec_for(name: &str) -> String {
     match name {
         "static" | "fixed" => format!("{name}:4"),
+        "vegas++" => "vegas++:x1=35.7".to_string(),
         _ => name.to_string(),
     }
 }
@@ -601,6 +610,11 @@ fn bad_specs_are_rejected_naming_the_bad_part() {
         ("static:65", "maximum of 64"),
         ("aimd:timeout=1s", "takes no options"),
         ("envoy:x", "takes no options"),
+        ("vegas+:x1=3", "takes no options"),
+        ("vegas++", "x1"),
+        ("vegas++:x=3", "x1"),
+        ("vegas++:x1=fast", "fast"),
+        ("vegas++:x1=0", "x1 = 0"),
     ];
     for (spec, part) in cases {
         let msg = spec_error(spec);
@@ -622,4 +636,5 @@ fn policies_are_send() {
     is_send::<Envoy>();
     is_send::<HillClimbing>();
     is_send::<Fixed>();
+    is_send::<VegasPlus>();
 }

@@ -1,6 +1,7 @@
 //! Policies by name, for hosts (pools, `tact tune`, the Python executor, benchmarks) that let the
 //! user choose a controller: `tcc`, `tcc:p=0.25,q=0.14,w=0.39`, `tcc:fast=false,warm=12`,
-//! `tcc:util=0.9,saturated=0.97,room=0.02`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`, `hill`.
+//! `tcc:util=0.9,saturated=0.97,room=0.02`, `tcc:psi=1`, `static:8` (or `fixed:8`), `aimd`, `vegas`, `gradient2`, `envoy`, `hill`,
+//! `vegas+`, `vegas++:x1=RATE` (the paper's Vegas revisions, X₁ in tasks per second at one worker).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use thiserror::Error;
 
 use super::baselines::{
     Aimd, AimdParams, BaselineError, Bounds, Envoy, EnvoyParams, Fixed, Gradient2, Gradient2Params,
-    HillClimbing, HillClimbingParams, Vegas, VegasParams,
+    HillClimbing, HillClimbingParams, Vegas, VegasParams, VegasPlus, VegasPlusParams,
 };
 use super::params::{ParamError, TuneParams};
 use super::policy::Policy;
@@ -25,6 +26,8 @@ pub const POLICY_NAMES: &[&str] = &[
     "gradient2",
     "envoy",
     "hill",
+    "vegas+",
+    "vegas++",
 ];
 
 /// The TuneParams fields a `tcc:` spec may set (n_init and n_max come from the host).
@@ -140,6 +143,14 @@ pub fn policy_from_spec(
             let params = HillClimbingParams::default();
             Box::new(HillClimbing::new(params, bounds()?).map_err(baseline)?)
         }
+        "vegas+" => {
+            no_options()?;
+            Box::new(VegasPlus::new(VegasPlusParams::plus(), bounds()?).map_err(baseline)?)
+        }
+        "vegas++" => {
+            let params = VegasPlusParams::plus_plus(vegas_x1(options)?);
+            Box::new(VegasPlus::new(params, bounds()?).map_err(baseline)?)
+        }
         _ => {
             return Err(SpecError::UnknownPolicy {
                 name: name.to_string(),
@@ -166,6 +177,26 @@ fn fixed(name: &str, size: Option<&str>, n_max: usize) -> Result<Fixed, SpecErro
         policy: name.to_string(),
         source,
     })
+}
+
+/// Vegas++'s single-worker throughput from `x1=RATE`: it is measured offline, so the host must
+/// give it. Its range is checked by [`VegasPlus::new`].
+fn vegas_x1(options: Option<&str>) -> Result<f64, SpecError> {
+    let bad = |value: &str, why: &str| SpecError::BadValue {
+        policy: "vegas++".to_string(),
+        key: "x1".to_string(),
+        value: value.to_string(),
+        why: why.to_string(),
+    };
+    let needs = "needs the single-worker throughput measured offline, e.g. vegas++:x1=35.7";
+    let value = match options.map(|o| o.split_once('=')) {
+        Some(Some((key, value))) if key.trim() == "x1" => value.trim(),
+        Some(_) => return Err(bad(options.unwrap_or(""), needs)),
+        None => return Err(bad("", needs)),
+    };
+    value
+        .parse()
+        .map_err(|_| bad(value, "not a number of tasks per second"))
 }
 
 /// The parameters of a `tcc` spec, for hosts that act on some of them (`tact tune` reads PSI

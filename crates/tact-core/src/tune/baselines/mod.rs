@@ -6,6 +6,9 @@
 //! - [`Aimd`]: Netflix concurrency-limits `AIMDLimit` (additive increase, multiplicative decrease
 //!   on a late completion).
 //! - [`Vegas`]: Netflix `VegasLimit` (queue estimate from the no-load RTT).
+//! - [`VegasPlus`]: the paper's Vegas+ and Vegas++ (§4.8, spec X7): TCP Vegas's D = N − X·B on
+//!   measured throughput, B from the least latency (Vegas+) or an offline single-worker
+//!   throughput (Vegas++).
 //! - [`Gradient2`]: Netflix `Gradient2Limit` (long-term versus current RTT).
 //! - [`Envoy`]: Envoy's adaptive-concurrency gradient controller (min-RTT windows at a pinned
 //!   concurrency, p50 sample windows).
@@ -26,6 +29,7 @@ mod gradient2;
 mod hill;
 mod seeded;
 mod vegas;
+mod vegas_plus;
 
 use std::time::Duration;
 
@@ -39,6 +43,7 @@ pub use fixed::Fixed;
 pub use gradient2::{Gradient2, Gradient2Params};
 pub use hill::{HillClimbing, HillClimbingParams};
 pub use vegas::{Vegas, VegasParams};
+pub use vegas_plus::{VegasBaseline, VegasPlus, VegasPlusParams};
 
 /// A baseline's parameters or bounds are out of range.
 #[derive(Debug, Clone, PartialEq, Error)]
