@@ -533,6 +533,18 @@ $XDG_STATE_HOME/tact/tune/NAME.json (root without it: /var/lib/tact/tune; else
 instead of climbing from --init. Name the workload, not the command: the same make in two trees
 settles on different counts. A damaged record is reported and ignored.
 
+Several instances on one bottleneck (--coordinate KEY): two tact tune runs (or tact pools) that
+feed the same service or disk each take the other's steps for noise, and whichever climbed first
+keeps the larger share. Give them the same KEY and they take turns measuring: the others hold
+their counts meanwhile. --coordinate-mode turns (the default): one at a time, through a lock on
+LOCKDIR/KEY.lock (LOCKDIR: $TACT_RUNTIME_DIR/tune when set, else /run/tact/tune for root, else
+$XDG_RUNTIME_DIR/tact/tune, else /tmp/tact-UID/tune; the kernel drops the lock when tact exits
+or dies); best for two instances.
+--coordinate-mode epoch: no lock; a round that comes due waits for the next multiple of --epoch
+(60s) on the real-time clock, so the instances measure together: for three or more, which
+would otherwise wait long for their turns. -v and --json-log show each wait, grant and release;
+the summary line counts the turns and the time spent waiting for them.
+
 tact passes SIGINT and SIGTERM on to every process of the command, its children included (a
 Ctrl-C only to those outside the terminal's process group, which had it already), and exits with
 the command's status.";
@@ -590,7 +602,9 @@ pub struct TuneArgs {
     /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05, tcc:psi=1; the keys are
     /// listed in docs/tune.md, "Parameters and validation"), static:N, aimd, vegas,
     /// gradient2, envoy (these three judge by job latency: a job's lifetime as tact saw it),
-    /// hill (.NET's hill climbing, by the rate of finished jobs).
+    /// hill (.NET's hill climbing, by the rate of finished jobs), vegas+ (the paper's Vegas+:
+    /// rate of finished jobs against the shortest job lifetime) and vegas++:x1=RATE (Vegas++,
+    /// with RATE jobs/s finished by one worker, measured beforehand).
     #[arg(long, value_name = "SPEC", default_value = "tcc")]
     pub policy: String,
     /// The workload's name: the count TCC settles on is recorded under it, and the next run
@@ -619,6 +633,21 @@ pub struct TuneArgs {
     /// leaves the paper's rule as is. When to use which: below.
     #[arg(long, value_name = "SRC", value_parser = crate::tune::bottleneck::parse_bottleneck)]
     pub bottleneck: Option<crate::tune::bottleneck::BottleneckSpec>,
+    /// Take turns with the other `tact tune` runs and tact pools that name the same bottleneck
+    /// KEY (e.g. db-5432): TCC starts a new round of measuring only when it has the turn, so
+    /// that they do not mistake each other's steps for their own and split it fairly. KEY is a
+    /// file name in the lock directory (no '/'). When to use which mode: below.
+    #[arg(long, value_name = "KEY", value_parser = crate::tune::parse_coordinate_key)]
+    pub coordinate: Option<String>,
+    /// With --coordinate: turns (one instance measures at a time; for two) or epoch (every
+    /// instance that has a round due starts it at the next multiple of --epoch on the clock;
+    /// for three or more).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = crate::tune::TurnMode::Turns,
+          requires = "coordinate")]
+    pub coordinate_mode: crate::tune::TurnMode,
+    /// With --coordinate-mode epoch: the period of the shared epochs [default: 60s].
+    #[arg(long, value_name = "DUR", requires = "coordinate", value_parser = positive_duration)]
+    pub epoch: Option<Duration>,
     /// The command to run, after `--`.
     #[arg(
         required = true,

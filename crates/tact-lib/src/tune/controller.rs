@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use tact_core::tune::{Event, Policy, Status, Tcc, Transition};
 
 use super::hint::Tick;
+use super::turns::{TurnEvent, TurnStats, Turns};
 
 /// How many target changes a host keeps for [`Pool::targets`](super::Pool::targets); older ones
 /// are dropped first. Baselines such as AIMD move the target on most completions, so an
@@ -41,6 +42,8 @@ pub struct Controller {
     max: usize,
     target: usize,
     history: VecDeque<(Duration, usize)>,
+    /// Turns with other instances on the same bottleneck, checked on every tick.
+    turns: Option<Turns>,
 }
 
 impl Controller {
@@ -53,7 +56,15 @@ impl Controller {
             max,
             target,
             history: VecDeque::from([(Duration::ZERO, target)]),
+            turns: None,
         }
+    }
+
+    /// Coordinates the policy with other instances through `turns`: tells the policy now, before
+    /// its first event, and from then on checks the turn on every tick.
+    pub fn coordinate(&mut self, mut turns: Turns) {
+        turns.start(self.engine.policy());
+        self.turns = Some(turns);
     }
 
     /// Time since the host started. Hosts read it under the lock that orders their events, so
@@ -94,6 +105,10 @@ impl Controller {
             let asked = self.engine.policy().on_pressure(at, p);
             changed |= self.answer(asked, at);
         }
+        if let Some(turns) = &mut self.turns {
+            let asked = turns.check(self.engine.policy(), at);
+            changed |= self.answer(asked, at);
+        }
         changed
     }
 
@@ -126,6 +141,18 @@ impl Controller {
 
     pub fn drain_trace(&mut self) -> Vec<Transition> {
         self.engine.policy().drain_trace()
+    }
+
+    /// The turns taken so far (none without [`Controller::coordinate`]).
+    pub fn turns(&self) -> Option<TurnStats> {
+        Some(self.turns.as_ref()?.stats(self.now()))
+    }
+
+    /// The turn's changes since the last call (none without coordination).
+    pub fn drain_turns(&mut self) -> Vec<TurnEvent> {
+        self.turns
+            .as_mut()
+            .map_or_else(Vec::new, Turns::drain_events)
     }
 
     pub fn targets(&self) -> Vec<(Duration, usize)> {

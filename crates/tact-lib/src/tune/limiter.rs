@@ -19,7 +19,8 @@ use tact_linux::probe::psi::PsiReader;
 
 use super::controller::{Controller, Engine};
 use super::hint::{self, Hint};
-use super::pool::{controller_setters, default_tcc, DEFAULT_TICK};
+use super::pool::{self, controller_setters, default_tcc, DEFAULT_TICK};
+use super::turns::{TurnEvent, TurnStats, Turns};
 
 /// A concurrency limit set by a [`Policy`] (spec `concurrency.md` §6).
 ///
@@ -183,6 +184,7 @@ pub struct LimiterBuilder {
     tick: Duration,
     bottleneck: Option<hint::Source>,
     psi: Option<PsiReader>,
+    turns: Option<Turns>,
 }
 
 impl LimiterBuilder {
@@ -193,9 +195,11 @@ impl LimiterBuilder {
             .engine
             .unwrap_or_else(|| default_tcc(TuneParams::default().n_max));
         let mut hint = Hint::new(self.bottleneck, self.psi, &engine);
+        let mut controller = Controller::new(engine, usize::MAX);
+        pool::coordinate(&mut controller, self.turns, self.tick);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
-                controller: Controller::new(engine, usize::MAX),
+                controller,
                 in_flight: 0,
                 waiters: VecDeque::new(),
             }),
@@ -224,6 +228,7 @@ impl Limiter {
             tick: DEFAULT_TICK,
             bottleneck: None,
             psi: None,
+            turns: None,
         }
     }
 
@@ -284,6 +289,16 @@ impl Limiter {
     /// The policy's state transitions since the last call, oldest first.
     pub fn drain_trace(&self) -> Vec<Transition> {
         self.inner.lock().controller.drain_trace()
+    }
+
+    /// The turns taken with other instances ([`LimiterBuilder::coordinate`]; none without).
+    pub fn turns(&self) -> Option<TurnStats> {
+        self.inner.lock().controller.turns()
+    }
+
+    /// The turn's changes since the last call, oldest first (waits, grants, releases).
+    pub fn drain_turns(&self) -> Vec<TurnEvent> {
+        self.inner.lock().controller.drain_turns()
     }
 
     /// Every limit so far as (time since the limiter was made, limit), as

@@ -45,10 +45,14 @@ mod controller;
 mod hint;
 mod limiter;
 mod pool;
+pub mod turns;
 
 pub use controller::TARGET_HISTORY;
 pub use hint::HINT_PERIOD;
 pub use limiter::{Acquire, Limiter, LimiterBuilder, Permit};
 pub use pool::{
     Full, Pool, PoolBuilder, PoolStats, TaskError, TaskHandle, DEFAULT_MAX_WORKERS, DEFAULT_TICK,
+};
+pub use turns::{
+    CoordinateError, CoordinateMode, TurnEvent, TurnKind, TurnStats, Turns, DEFAULT_EPOCH,
 };

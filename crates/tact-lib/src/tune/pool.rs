@@ -25,6 +25,7 @@ use tact_linux::probe::psi::PsiReader;
 
 use super::controller::{Controller, Engine};
 use super::hint::{self, Hint};
+use super::turns::{TurnEvent, TurnStats, Turns};
 
 /// Threads a builder allows when not told: spawned lazily, so only what the policy asks for
 /// ever exists.
@@ -127,11 +128,12 @@ pub struct PoolBuilder {
     name: String,
     bottleneck: Option<hint::Source>,
     psi: Option<PsiReader>,
+    turns: Option<Turns>,
 }
 
 /// The setters both builders share, written once: the controller, how often it ticks, and what
 /// it reads besides the time. A builder that expands it has the fields `engine`, `tick`,
-/// `bottleneck` and `psi`.
+/// `bottleneck`, `psi` and `turns`.
 macro_rules! controller_setters {
     () => {
         /// The controller. Without one (and without [`tcc`](Self::tcc)) the host runs TCC with
@@ -181,6 +183,25 @@ macro_rules! controller_setters {
             self.psi = Some(reader);
             self
         }
+
+        /// Coordinates the controller with other instances (pools, limiters, `tact tune`) that
+        /// share its bottleneck under the same key (`docs/tune.md`, "Several instances on one
+        /// bottleneck"): TCC then starts a new cycle of measuring only when it has the turn
+        /// (turns mode: one instance at a time; epoch mode: at shared epochs). The ticker
+        /// checks the turn on every tick, so this needs ticks: `build` panics with a zero
+        /// [`tick`](Self::tick), with which TCC would wait for its first turn for ever.
+        /// Policies that do not measure in cycles (every baseline) never ask for a turn.
+        ///
+        /// ```no_run
+        /// use tact_lib::tune::{CoordinateMode, Turns, Pool};
+        /// let turns = Turns::new("db-5432", CoordinateMode::Turns)?;
+        /// let pool = Pool::builder().coordinate(turns).build();
+        /// # Ok::<(), tact_lib::tune::CoordinateError>(())
+        /// ```
+        pub fn coordinate(mut self, turns: crate::tune::Turns) -> Self {
+            self.turns = Some(turns);
+            self
+        }
     };
 }
 pub(super) use controller_setters;
@@ -211,9 +232,11 @@ impl PoolBuilder {
         let max = self.max_workers;
         let engine = self.engine.unwrap_or_else(|| default_tcc(max));
         let mut hint = Hint::new(self.bottleneck, self.psi, &engine);
+        let mut controller = Controller::new(engine, max);
+        coordinate(&mut controller, self.turns, self.tick);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
-                controller: Controller::new(engine, max),
+                controller,
                 queue: VecDeque::new(),
                 capacity: self.queue_capacity.unwrap_or(2 * max),
                 slots: (0..max).map(|_| None).collect(),
@@ -242,6 +265,18 @@ impl PoolBuilder {
                 .expect("spawning the pool's ticker thread")
         });
         Pool { inner, ticker }
+    }
+}
+
+/// Hands a builder's turns to its controller; the ticker checks them, so there must be ticks.
+pub(super) fn coordinate(controller: &mut Controller, turns: Option<Turns>, tick: Duration) {
+    if let Some(turns) = turns {
+        assert!(
+            !tick.is_zero(),
+            "coordinate({}) needs ticks: the ticker checks the turn",
+            turns.key()
+        );
+        controller.coordinate(turns);
     }
 }
 
@@ -420,6 +455,7 @@ impl Pool {
             name: "tact-pool".to_owned(),
             bottleneck: None,
             psi: None,
+            turns: None,
         }
     }
 
@@ -492,6 +528,16 @@ impl Pool {
     /// The policy's state transitions since the last call, oldest first.
     pub fn drain_trace(&self) -> Vec<Transition> {
         self.inner.lock().controller.drain_trace()
+    }
+
+    /// The turns taken with other instances ([`PoolBuilder::coordinate`]; none without).
+    pub fn turns(&self) -> Option<TurnStats> {
+        self.inner.lock().controller.turns()
+    }
+
+    /// The turn's changes since the last call, oldest first (waits, grants, releases).
+    pub fn drain_turns(&self) -> Vec<TurnEvent> {
+        self.inner.lock().controller.drain_turns()
     }
 
     /// Every target the pool ran, as (time since the pool was built, target): the first entry

@@ -27,6 +27,7 @@ use bottleneck::Bottleneck;
 use tact_core::tune::{
     policy_from_spec, tcc_params_from_spec, Event as PolicyEvent, Load, Phase, Policy,
 };
+use tact_lib::tune::{CoordinateMode, Turns, DEFAULT_EPOCH};
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::probe::psi::PsiReader;
 use tact_linux::JobTree;
@@ -58,6 +59,39 @@ const POLL_DISCOVERY: Duration = Duration::from_millis(50);
 /// diskstats' io_ticks in milliseconds, so shorter intervals are mostly rounding.
 const HINT_PERIOD: Duration = Duration::from_millis(100);
 
+/// `--coordinate-mode`: how instances that share a bottleneck key take turns
+/// (`tact_lib::tune::turns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TurnMode {
+    /// one instance measures at a time (a lock per key): for two instances
+    Turns,
+    /// rounds start at shared epochs (multiples of --epoch): for three or more
+    Epoch,
+}
+
+/// `--coordinate`'s KEY: a file name in the lock directory.
+pub fn parse_coordinate_key(s: &str) -> Result<String, String> {
+    tact_lib::tune::turns::check_key(s).map_err(|e| e.to_string())?;
+    Ok(s.to_string())
+}
+
+/// `--coordinate`'s turns, set up before the command starts: a lock directory that cannot be
+/// used fails the run early.
+fn turns(args: &TuneArgs) -> Result<Option<Turns>> {
+    let Some(key) = &args.coordinate else {
+        return Ok(None);
+    };
+    let mode = match (args.coordinate_mode, args.epoch) {
+        (TurnMode::Turns, Some(_)) => {
+            bail!("--epoch is the epoch mode's period: add --coordinate-mode epoch")
+        }
+        (TurnMode::Turns, None) => CoordinateMode::Turns,
+        (TurnMode::Epoch, epoch) => CoordinateMode::Epoch(epoch.unwrap_or(DEFAULT_EPOCH)),
+    };
+    let turns = Turns::new(key, mode).with_context(|| format!("--coordinate {key}"))?;
+    Ok(Some(turns))
+}
+
 pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let receiver = args
         .signals
@@ -73,6 +107,13 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         .map(|key| WarmStore::new(&warm::default_dir(), key, &args.command));
     // Opened before the command starts, so that a CPU or PSI file that is missing fails early.
     let bottleneck = args.bottleneck.as_ref().map(Bottleneck::open).transpose()?;
+    let mut turns = turns(args)?;
+    if let (Some(t), true) = (&turns, verbose) {
+        match t.lock_path() {
+            Some(path) => eprintln!("tact: tune: taking turns through {}", path.display()),
+            None => eprintln!("tact: tune: taking turns at epochs on {}", t.key()),
+        }
+    }
     let mut report = Report::new(args.json_log.as_deref(), verbose)?;
     // A pool's size bounds the count, so with --freeze the controller waits for the pool;
     // its spec is checked now all the same.
@@ -197,6 +238,9 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     if sight != Sight::Jobs {
         policy.saturation_unseen();
     }
+    if let Some(turns) = &mut turns {
+        turns.start(policy.as_mut());
+    }
     let mut tuner = Tuner {
         policy,
         actuator,
@@ -212,6 +256,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         pressure,
         pressed: None,
         store,
+        turns,
     };
 
     let status = match tuner.drive(&mut child, &root, &mut events, poll_every, args.tick) {
@@ -221,10 +266,12 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     // The last jobs ended before the command did.
     tuner.poll(Instant::now())?;
     let code = exit_code(status);
+    let wall = start.elapsed();
     let line = tuner.report.finish(&Summary {
         completions: tuner.done,
-        wall: start.elapsed(),
+        wall,
         status: code,
+        turns: tuner.turns.as_ref().map(|t| (t.key(), t.stats(wall))),
     })?;
     eprintln!("{line}");
     if let Some(note) = tuner.completions.note() {
@@ -652,6 +699,8 @@ struct Tuner {
     pressed: Option<Instant>,
     /// Where `--key`'s steady count goes; dropped after a failed write (said once).
     store: Option<WarmStore>,
+    /// `--coordinate`'s turns, checked on every tick.
+    turns: Option<Turns>,
 }
 
 impl Tuner {
@@ -750,6 +799,13 @@ impl Tuner {
         self.apply(at, changed, self.load)?;
         if let Some(p) = self.stalls(now) {
             let changed = self.policy.on_pressure(at, p);
+            self.apply(at, changed, self.load)?;
+        }
+        if let Some(turns) = &mut self.turns {
+            let changed = turns.check(self.policy.as_mut(), at);
+            for event in turns.drain_events() {
+                self.report.turn(&event, turns.key())?;
+            }
             self.apply(at, changed, self.load)?;
         }
         Ok(())

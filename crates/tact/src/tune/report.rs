@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde::Serialize;
 use tact_core::tune::{Load, Phase, Reason, Transition};
+use tact_lib::tune::{TurnEvent, TurnKind, TurnStats};
 
 use super::freeze::Frozen;
 use crate::trace::JsonLines;
@@ -83,6 +84,23 @@ struct KeyLine<'a> {
     warm: Option<usize>,
 }
 
+/// `--coordinate`: the controller waits for the turn, gets it, or gives it up.
+#[derive(Serialize)]
+struct TurnLine<'a> {
+    t: f64,
+    kind: &'static str,
+    turn: TurnKind,
+    key: &'a str,
+    /// A grant: seconds waited for it; a release: seconds the turn was held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waited: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held: Option<f64>,
+    /// CLOCK_MONOTONIC (seconds since boot, the same in every process) when the line was
+    /// written, a few microseconds after `t`: it puts several instances' logs on one clock.
+    monotonic: f64,
+}
+
 #[derive(Serialize)]
 struct EndLine {
     t: f64,
@@ -99,13 +117,20 @@ struct EndLine {
     /// `--freeze`: the most workers frozen at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     frozen_max: Option<usize>,
+    /// `--coordinate`: turns granted, and seconds spent waiting for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn_waited: Option<f64>,
 }
 
 /// The summary of a run, for the last line.
-pub struct Summary {
+pub struct Summary<'a> {
     pub completions: u64,
     pub wall: Duration,
     pub status: i32,
+    /// `--coordinate`'s key and its turns.
+    pub turns: Option<(&'a str, TurnStats)>,
 }
 
 pub struct Report {
@@ -268,6 +293,31 @@ impl Report {
         }
     }
 
+    /// A change of `--coordinate`'s turn.
+    pub fn turn(&mut self, e: &TurnEvent, key: &str) -> Result<()> {
+        let took = e.took.as_secs_f64();
+        if self.verbose {
+            let what = match e.kind {
+                TurnKind::Wait => "a round is due: waiting for the turn".to_string(),
+                TurnKind::Grant => format!("turn granted after {took:.2} s"),
+                TurnKind::Release => format!("turn released after {took:.2} s"),
+            };
+            eprintln!("tact: tune: {:.2} s: {key}: {what}", e.at.as_secs_f64());
+        }
+        match &mut self.log {
+            Some(log) => log.line(&TurnLine {
+                t: e.at.as_secs_f64(),
+                kind: "turn",
+                turn: e.kind,
+                key,
+                waited: (e.kind == TurnKind::Grant).then_some(took),
+                held: (e.kind == TurnKind::Release).then_some(took),
+                monotonic: monotonic_now(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Logs the end and returns the summary line.
     pub fn finish(mut self, s: &Summary) -> Result<String> {
         if let Some(last) = self.history.last_mut() {
@@ -287,11 +337,13 @@ impl Report {
                 target_final: stats.last,
                 status: s.status,
                 frozen_max: self.frozen_max.map(|(most, _)| most),
+                turns: s.turns.map(|(_, t)| t.turns),
+                turn_waited: s.turns.map(|(_, t)| t.waited.as_secs_f64()),
             })?;
         }
         Ok(format!(
             "tact: tune: {} job{} finished in {:.1} s ({throughput:.2}/s); jobs at once: min {}, \
-             median {}, max {}, final {}{}",
+             median {}, max {}, final {}{}{}",
             s.completions,
             if s.completions == 1 { "" } else { "s" },
             s.wall.as_secs_f64(),
@@ -302,8 +354,26 @@ impl Report {
             self.frozen_max
                 .map(|(most, workers)| format!("; workers frozen: at most {most} of {workers}"))
                 .unwrap_or_default(),
+            s.turns
+                .map(|(key, t)| format!(
+                    "; turns on {key}: {}, {:.1} s waited for them",
+                    t.turns,
+                    t.waited.as_secs_f64()
+                ))
+                .unwrap_or_default(),
         ))
     }
+}
+
+/// CLOCK_MONOTONIC in seconds: std's `Instant` hides its value.
+fn monotonic_now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 #[derive(Debug, PartialEq)]
@@ -385,6 +455,7 @@ mod tests {
                 completions: 4,
                 wall: Duration::from_secs(1),
                 status: 0,
+                turns: None,
             })
             .unwrap();
         assert!(line.ends_with("; workers frozen: at most 3 of 6"), "{line}");
@@ -439,6 +510,7 @@ mod tests {
                 completions: 40,
                 wall: Duration::from_secs(4),
                 status: 0,
+                turns: None,
             })
             .unwrap();
         assert!(
@@ -461,5 +533,65 @@ mod tests {
         // No pool was frozen: the end says nothing of one.
         assert!(lines[4].get("frozen_max").is_none());
         assert!(!line.contains("frozen"), "{line}");
+    }
+
+    #[test]
+    fn turns_are_logged_and_summed_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut r = Report::new(Some(&path), false).unwrap();
+        r.target(Duration::ZERO, 2, 0, Load::new(0, 0)).unwrap();
+        let ms = Duration::from_millis;
+        for (at, kind, took) in [
+            (100, TurnKind::Wait, 0),
+            (1600, TurnKind::Grant, 1500),
+            (4600, TurnKind::Release, 3000),
+        ] {
+            let e = TurnEvent {
+                at: ms(at),
+                kind,
+                took: ms(took),
+            };
+            r.turn(&e, "db-5432").unwrap();
+        }
+        let stats = TurnStats {
+            turns: 1,
+            waited: ms(1500),
+            held: ms(3000),
+            holding: false,
+        };
+        let line = r
+            .finish(&Summary {
+                completions: 4,
+                wall: Duration::from_secs(5),
+                status: 0,
+                turns: Some(("db-5432", stats)),
+            })
+            .unwrap();
+        assert!(
+            line.ends_with("; turns on db-5432: 1, 1.5 s waited for them"),
+            "{line}"
+        );
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let turns: Vec<_> = lines.iter().filter(|l| l["kind"] == "turn").collect();
+        let what: Vec<_> = turns.iter().map(|l| l["turn"].as_str().unwrap()).collect();
+        assert_eq!(what, ["wait", "grant", "release"]);
+        assert_eq!(
+            (turns[1]["t"].as_f64(), turns[1]["waited"].as_f64()),
+            (Some(1.6), Some(1.5))
+        );
+        assert_eq!(turns[2]["held"], 3.0);
+        assert!(turns[0].get("waited").is_none() && turns[0].get("held").is_none());
+        assert_eq!(turns[0]["key"], "db-5432");
+        assert!(turns[0]["monotonic"].as_f64().unwrap() > 0.0);
+        let end = lines.last().unwrap();
+        assert_eq!(
+            (&end["turns"], &end["turn_waited"]),
+            (&1.into(), &1.5.into())
+        );
     }
 }

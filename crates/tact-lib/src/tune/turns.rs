@@ -1,0 +1,739 @@
+//! Several controllers on one bottleneck take turns (spec `concurrency.md` §6 item 4,
+//! `docs/tune.md` "Several instances on one bottleneck"). Two TCC instances that explore at once
+//! each see the other's moves as noise, and the one that happens to climb first keeps the larger
+//! share; one explorer at a time is the case Theorem 1 covers.
+//!
+//! Instances name the bottleneck they share with a key. [`Turns`] is the host's side of
+//! [`Policy::coordinate`], [`Policy::wants_turn`] and [`Policy::grant_turn`], in one of two
+//! modes ([`CoordinateMode`]):
+//!
+//! - **turns**: the turn is an exclusive `flock(2)` on the file `KEY.lock` in the lock directory
+//!   ([`lock_dir`]). While the policy wants a turn, the host tries to take the lock (never
+//!   blocking) on each check; once it has it, it grants the turn; it unlocks as soon as the
+//!   policy no longer wants it. The kernel drops the lock when the process dies, so a crashed
+//!   instance never keeps the others waiting.
+//! - **epoch**: no lock; the turn is granted at every boundary of a shared epoch, a multiple of
+//!   the period on `CLOCK_REALTIME` (the same for every process on the machine, whatever its
+//!   time namespace, and across machines whose clocks NTP keeps together). Waiting cycles then
+//!   start together, for three or more instances.
+//!
+//! Hosts call [`Turns::check`] on their ticks, under the lock that orders their events.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use tact_core::tune::Policy;
+
+/// The epoch mode's period when not told: TCC's shortest steady timeout (60 s), so that a
+/// cycle that comes due waits at most about as long as a steady state lasts anyway.
+pub const DEFAULT_EPOCH: Duration = Duration::from_secs(60);
+
+/// The longest key: its lock file's name (`KEY.lock`) stays within NAME_MAX (255 bytes).
+const KEY_MAX: usize = 200;
+
+/// How instances that share a key take turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinateMode {
+    /// One explorer at a time: an exclusive lock per key (two instances).
+    Turns,
+    /// Every waiting instance starts its cycle at the next multiple of this period on the
+    /// machine's real-time clock (three or more instances).
+    Epoch(Duration),
+}
+
+/// Why a coordinator could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinateError {
+    #[error(
+        "coordination key {0:?}: a key names a file in the lock directory: give a non-empty name \
+         of at most {KEY_MAX} bytes, without '/', other than '.' and '..' (e.g. the service's \
+         host and port: db-5432)"
+    )]
+    BadKey(String),
+    #[error("epoch mode needs a period of at least a millisecond")]
+    BadEpoch,
+    #[error("cannot use the lock directory {}: {source}", path.display())]
+    Dir { path: PathBuf, source: io::Error },
+    #[error("cannot open the lock file {}: {source}", path.display())]
+    Open { path: PathBuf, source: io::Error },
+}
+
+/// Checks a key: it becomes a file name in the lock directory.
+pub fn check_key(key: &str) -> Result<(), CoordinateError> {
+    let bad = key.is_empty()
+        || key.len() > KEY_MAX
+        || key == "."
+        || key == ".."
+        || key.contains(['/', '\0']);
+    if bad {
+        return Err(CoordinateError::BadKey(key.to_owned()));
+    }
+    Ok(())
+}
+
+/// The lock directory: `$TACT_RUNTIME_DIR/tune` when that is set (tests, independent groups of
+/// instances, as for tact's other runtime files), else `/run/tact/tune` for root, else
+/// `$XDG_RUNTIME_DIR/tact/tune` (the user's private runtime directory, when it is set to an
+/// absolute path), else `/tmp/tact-UID/tune`. Instances coordinate only with others that use
+/// the same directory: the same user, or root with root.
+pub fn lock_dir() -> PathBuf {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let euid = unsafe { libc::geteuid() };
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    lock_dir_for(euid, var("TACT_RUNTIME_DIR"), var("XDG_RUNTIME_DIR"))
+}
+
+fn lock_dir_for(euid: u32, tact: Option<PathBuf>, runtime: Option<PathBuf>) -> PathBuf {
+    if let Some(dir) = tact {
+        return dir.join("tune");
+    }
+    if euid == 0 {
+        return PathBuf::from("/run/tact/tune");
+    }
+    match runtime.filter(|dir| dir.is_absolute()) {
+        Some(dir) => dir.join("tact/tune"),
+        None => PathBuf::from(format!("/tmp/tact-{euid}/tune")),
+    }
+}
+
+/// Creates the lock directory (0755 for root, whose is under /run; else 0700) and checks that
+/// it is ours: under /tmp anyone could have made it first, and could then hold every lock.
+fn make_dir(dir: &Path) -> Result<(), CoordinateError> {
+    // SAFETY: as in lock_dir.
+    let euid = unsafe { libc::geteuid() };
+    let dir_err = |source| CoordinateError::Dir {
+        path: dir.to_owned(),
+        source,
+    };
+    DirBuilder::new()
+        .recursive(true)
+        .mode(if euid == 0 { 0o755 } else { 0o700 })
+        .create(dir)
+        .map_err(dir_err)?;
+    let meta = std::fs::metadata(dir).map_err(dir_err)?;
+    if meta.uid() != euid {
+        return Err(dir_err(io::Error::other(format!(
+            "it belongs to uid {}, not to you (uid {euid})",
+            meta.uid()
+        ))));
+    }
+    Ok(())
+}
+
+/// The turn of one key: an exclusive `flock(2)` on `DIR/KEY.lock`. Each `TurnLock` has its own
+/// open file, so two in one process exclude each other as two processes do.
+#[derive(Debug)]
+pub struct TurnLock {
+    file: File,
+    path: PathBuf,
+    held: bool,
+}
+
+impl TurnLock {
+    /// The lock of `key` in [`lock_dir`], created if needed.
+    pub fn open(key: &str) -> Result<TurnLock, CoordinateError> {
+        check_key(key)?;
+        TurnLock::open_in(&lock_dir(), key)
+    }
+
+    /// The lock of `key` in `dir`, created if needed.
+    pub fn open_in(dir: &Path, key: &str) -> Result<TurnLock, CoordinateError> {
+        check_key(key)?;
+        make_dir(dir)?;
+        let path = dir.join(format!("{key}.lock"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&path)
+            .map_err(|source| CoordinateError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(TurnLock {
+            file,
+            path,
+            held: false,
+        })
+    }
+
+    /// Takes the lock if nobody holds it; never blocks. True when this lock holds it now.
+    pub fn try_lock(&mut self) -> io::Result<bool> {
+        if self.held {
+            return Ok(true);
+        }
+        // SAFETY: flock on a descriptor this struct owns.
+        let rc = unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            self.held = true;
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => Ok(false),
+            _ => Err(e),
+        }
+    }
+
+    /// Gives the lock up (nothing when not held).
+    pub fn unlock(&mut self) -> io::Result<()> {
+        if !self.held {
+            return Ok(());
+        }
+        // SAFETY: as in try_lock.
+        if unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.held = false;
+        Ok(())
+    }
+
+    pub fn held(&self) -> bool {
+        self.held
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What happened to the turn, for logs and traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnKind {
+    /// The policy has a cycle due and waits for the turn.
+    Wait,
+    /// The turn was granted: the waiting cycle starts.
+    Grant,
+    /// The policy is back in its steady state: the turn is given up.
+    Release,
+}
+
+/// One change of the turn, at host time `at`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TurnEvent {
+    pub at: Duration,
+    pub kind: TurnKind,
+    /// A grant: how long the policy waited for it. A release: how long the turn was held.
+    pub took: Duration,
+}
+
+/// Turns so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct TurnStats {
+    /// Turns granted.
+    pub turns: u64,
+    /// Time spent waiting for them, the current wait included.
+    pub waited: Duration,
+    /// Time spent holding them, the current turn included.
+    pub held: Duration,
+    /// The policy holds the turn now.
+    pub holding: bool,
+}
+
+/// The host's side of the coordination of one policy.
+#[derive(Debug)]
+pub struct Turns {
+    key: String,
+    mode: Mode,
+    /// Since when the policy waits for the turn, or holds it.
+    waiting: Option<Duration>,
+    holding: Option<Duration>,
+    stats: TurnStats,
+    events: Vec<TurnEvent>,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Turns(TurnLock),
+    /// The period, and the index of the epoch the last check fell in.
+    Epoch(Duration, Option<u128>),
+}
+
+/// Events kept between two drains: a host that never drains them keeps the latest.
+const EVENTS_MAX: usize = 1024;
+
+impl Turns {
+    /// A coordinator for `key` (checked: [`check_key`]); in turns mode its lock file is opened
+    /// now, so a directory that cannot be used fails before the work starts.
+    pub fn new(key: &str, mode: CoordinateMode) -> Result<Turns, CoordinateError> {
+        check_key(key)?;
+        let mode = match mode {
+            CoordinateMode::Turns => Mode::Turns(TurnLock::open(key)?),
+            CoordinateMode::Epoch(p) if p < Duration::from_millis(1) => {
+                return Err(CoordinateError::BadEpoch)
+            }
+            CoordinateMode::Epoch(p) => Mode::Epoch(p, None),
+        };
+        Ok(Turns::with_mode(key, mode))
+    }
+
+    /// Turns through a lock already opened (e.g. in another directory than [`lock_dir`]).
+    pub fn with_lock(key: &str, lock: TurnLock) -> Turns {
+        Turns::with_mode(key, Mode::Turns(lock))
+    }
+
+    fn with_mode(key: &str, mode: Mode) -> Turns {
+        Turns {
+            key: key.to_owned(),
+            mode,
+            waiting: None,
+            holding: None,
+            stats: TurnStats::default(),
+            events: Vec::new(),
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Where the lock is, in turns mode.
+    pub fn lock_path(&self) -> Option<&Path> {
+        match &self.mode {
+            Mode::Turns(lock) => Some(lock.path()),
+            Mode::Epoch(..) => None,
+        }
+    }
+
+    /// Tells the policy that its cycles wait for turns: call it once, before the first event.
+    pub fn start(&mut self, policy: &mut dyn Policy) {
+        policy.coordinate();
+    }
+
+    /// One check at host time `now`: gives the turn up when the policy no longer wants it, asks
+    /// for it when it does, and grants it when it came. Returns the policy's new target when the
+    /// grant changed it. A lock that fails (it never should: the file is open) counts as
+    /// taken by someone else, and is retried on the next check.
+    pub fn check(&mut self, policy: &mut dyn Policy, now: Duration) -> Option<usize> {
+        let boundary = match &mut self.mode {
+            Mode::Epoch(period, last) => {
+                let index = epoch_index(SystemTime::now(), *period);
+                let crossed = last.is_some_and(|l| index > l);
+                *last = Some(index);
+                crossed
+            }
+            Mode::Turns(_) => false,
+        };
+        self.check_with(policy, now, boundary)
+    }
+
+    /// [`check`](Self::check) with the epoch's boundary given (whether one passed since the last
+    /// check; turns mode ignores it).
+    fn check_with(
+        &mut self,
+        policy: &mut dyn Policy,
+        now: Duration,
+        boundary: bool,
+    ) -> Option<usize> {
+        let wants = policy.wants_turn();
+        if let Some(since) = self.holding {
+            if wants {
+                return None;
+            }
+            if let Mode::Turns(lock) = &mut self.mode {
+                if let Err(e) = lock.unlock() {
+                    tracing::warn!("{}: cannot unlock: {e}", lock.path().display());
+                }
+            }
+            self.holding = None;
+            self.stats.held += now.saturating_sub(since);
+            self.push(now, TurnKind::Release, now.saturating_sub(since));
+            return None;
+        }
+        if !wants {
+            return None;
+        }
+        let since = match self.waiting {
+            Some(since) => since,
+            None => {
+                self.waiting = Some(now);
+                self.push(now, TurnKind::Wait, Duration::ZERO);
+                now
+            }
+        };
+        let granted = match &mut self.mode {
+            Mode::Turns(lock) => lock.try_lock().unwrap_or_else(|e| {
+                tracing::warn!("{}: cannot lock: {e}", lock.path().display());
+                false
+            }),
+            Mode::Epoch(..) => boundary,
+        };
+        if !granted {
+            return None;
+        }
+        let waited = now.saturating_sub(since);
+        self.waiting = None;
+        self.holding = Some(now);
+        self.stats.turns += 1;
+        self.stats.waited += waited;
+        self.push(now, TurnKind::Grant, waited);
+        policy.grant_turn(now)
+    }
+
+    fn push(&mut self, at: Duration, kind: TurnKind, took: Duration) {
+        if self.events.len() >= EVENTS_MAX {
+            self.events.remove(0);
+        }
+        self.events.push(TurnEvent { at, kind, took });
+    }
+
+    /// The turns so far, at host time `now` (which counts the current wait or turn).
+    pub fn stats(&self, now: Duration) -> TurnStats {
+        let mut s = self.stats;
+        if let Some(since) = self.waiting {
+            s.waited += now.saturating_sub(since);
+        }
+        if let Some(since) = self.holding {
+            s.held += now.saturating_sub(since);
+            s.holding = true;
+        }
+        s
+    }
+
+    /// The turn's changes since the last call, oldest first.
+    pub fn drain_events(&mut self) -> Vec<TurnEvent> {
+        std::mem::take(&mut self.events)
+    }
+}
+
+/// Which epoch of `period` the real-time clock is in.
+fn epoch_index(now: SystemTime, period: Duration) -> u128 {
+    let since = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    since.as_nanos() / period.as_nanos().max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tact_core::tune::Event;
+
+    #[test]
+    fn a_second_holder_fails_until_the_first_releases() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = TurnLock::open_in(dir.path(), "db-5432").unwrap();
+        let mut b = TurnLock::open_in(dir.path(), "db-5432").unwrap();
+        let mut other = TurnLock::open_in(dir.path(), "web").unwrap();
+        assert_eq!(a.path(), dir.path().join("db-5432.lock"));
+        assert!(a.try_lock().unwrap());
+        assert!(
+            !b.try_lock().unwrap(),
+            "two fds: the second must not get it"
+        );
+        assert!(!b.try_lock().unwrap());
+        assert!(other.try_lock().unwrap(), "another key is another lock");
+        a.unlock().unwrap();
+        assert!(!a.held());
+        assert!(b.try_lock().unwrap());
+        assert!(!a.try_lock().unwrap());
+        drop(b); // closing the file releases it, as a process's death does
+        assert!(a.try_lock().unwrap());
+    }
+
+    #[test]
+    fn keys_that_are_not_plain_file_names_are_refused() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../x",
+            "/etc/passwd",
+            "a\0b",
+            &"k".repeat(201),
+        ] {
+            let e = check_key(bad).unwrap_err();
+            assert!(matches!(e, CoordinateError::BadKey(_)), "{bad:?}");
+            assert!(e.to_string().contains("without '/'"), "{e}");
+        }
+        for good in ["db-5432", "a..b", ".hidden", "x.y:z", &"k".repeat(200)] {
+            check_key(good).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            TurnLock::open_in(dir.path(), "../escape"),
+            Err(CoordinateError::BadKey(_))
+        ));
+        assert!(!dir.path().parent().unwrap().join("escape.lock").exists());
+    }
+
+    #[test]
+    fn the_lock_dir_is_root_s_the_runtime_dir_or_a_private_tmp_dir() {
+        let run = Some(PathBuf::from("/run/user/1000"));
+        assert_eq!(
+            lock_dir_for(0, None, run.clone()),
+            Path::new("/run/tact/tune")
+        );
+        assert_eq!(
+            lock_dir_for(1000, None, run.clone()),
+            Path::new("/run/user/1000/tact/tune")
+        );
+        assert_eq!(
+            lock_dir_for(1000, None, None),
+            Path::new("/tmp/tact-1000/tune")
+        );
+        // A relative XDG_RUNTIME_DIR is invalid (XDG base directory spec): ignored.
+        assert_eq!(
+            lock_dir_for(1000, None, Some(PathBuf::from("rel"))),
+            Path::new("/tmp/tact-1000/tune")
+        );
+        let tact = Some(PathBuf::from("/tmp/t"));
+        assert_eq!(
+            lock_dir_for(0, tact.clone(), run.clone()),
+            Path::new("/tmp/t/tune")
+        );
+        assert_eq!(lock_dir_for(1000, tact, run), Path::new("/tmp/t/tune"));
+    }
+
+    #[test]
+    fn the_lock_dir_is_created_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("tact/tune");
+        TurnLock::open_in(&nested, "k").unwrap();
+        assert!(nested.join("k.lock").exists());
+        // SAFETY: as in lock_dir.
+        if unsafe { libc::geteuid() } != 0 {
+            let mode = std::fs::metadata(&nested).unwrap().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+        }
+    }
+
+    /// A policy that wants the turn while `due` or exploring, and logs its grants.
+    struct Fake {
+        coordinated: bool,
+        due: bool,
+        exploring: bool,
+        grants: Vec<Duration>,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            Fake {
+                coordinated: false,
+                due: false,
+                exploring: false,
+                grants: Vec::new(),
+            }
+        }
+    }
+
+    impl Policy for Fake {
+        fn on_event(&mut self, _: Event) -> Option<usize> {
+            None
+        }
+        fn target(&self) -> usize {
+            if self.exploring {
+                2
+            } else {
+                1
+            }
+        }
+        fn coordinate(&mut self) {
+            self.coordinated = true;
+        }
+        fn wants_turn(&self) -> bool {
+            self.due || self.exploring
+        }
+        fn grant_turn(&mut self, now: Duration) -> Option<usize> {
+            self.grants.push(now);
+            self.due = false;
+            self.exploring = true;
+            Some(2)
+        }
+    }
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn two_coordinators_take_turns_and_count_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = |k| TurnLock::open_in(dir.path(), k).unwrap();
+        let mut ca = Turns::with_lock("k", lock("k"));
+        let mut cb = Turns::with_lock("k", lock("k"));
+        let (mut a, mut b) = (Fake::new(), Fake::new());
+        ca.start(&mut a);
+        assert!(a.coordinated);
+        // Nothing due: no lock is taken.
+        assert_eq!(ca.check(&mut a, s(0)), None);
+        let mut probe = lock("k");
+        assert!(
+            probe.try_lock().unwrap(),
+            "nothing was due: the lock stays free"
+        );
+        probe.unlock().unwrap();
+        a.due = true;
+        b.due = true;
+        assert_eq!(ca.check(&mut a, s(1)), Some(2));
+        assert_eq!(cb.check(&mut b, s(1)), None);
+        assert_eq!(cb.check(&mut b, s(2)), None, "b waits while a explores");
+        assert_eq!((a.grants.len(), b.grants.len()), (1, 0));
+        a.exploring = false; // a is back in its steady state
+        assert_eq!(cb.check(&mut b, s(3)), None, "a has not released yet");
+        assert_eq!(ca.check(&mut a, s(4)), None);
+        assert_eq!(cb.check(&mut b, s(5)), Some(2));
+        assert_eq!(b.grants, [s(5)]);
+        let sb = cb.stats(s(6));
+        assert_eq!(
+            (sb.turns, sb.waited, sb.held, sb.holding),
+            (1, s(4), s(1), true)
+        );
+        let sa = ca.stats(s(6));
+        assert_eq!(
+            (sa.turns, sa.waited, sa.held, sa.holding),
+            (1, s(0), s(3), false)
+        );
+        let kinds = |c: &mut Turns| {
+            c.drain_events()
+                .iter()
+                .map(|e| (e.kind, e.at, e.took))
+                .collect::<Vec<_>>()
+        };
+        use TurnKind::*;
+        assert_eq!(
+            kinds(&mut ca),
+            [
+                (Wait, s(1), s(0)),
+                (Grant, s(1), s(0)),
+                (Release, s(4), s(3))
+            ]
+        );
+        assert_eq!(kinds(&mut cb), [(Wait, s(1), s(0)), (Grant, s(5), s(4))]);
+        assert!(ca.drain_events().is_empty());
+    }
+
+    #[test]
+    fn epoch_mode_grants_at_boundaries_only() {
+        let mut c = Turns::new("k", CoordinateMode::Epoch(s(10))).unwrap();
+        assert_eq!(c.lock_path(), None);
+        let mut p = Fake::new();
+        p.due = true;
+        assert_eq!(c.check_with(&mut p, s(1), false), None);
+        assert_eq!(c.check_with(&mut p, s(2), false), None);
+        assert_eq!(c.check_with(&mut p, s(3), true), Some(2));
+        // Exploring: a boundary grants nothing more.
+        assert_eq!(c.check_with(&mut p, s(13), true), None);
+        p.exploring = false;
+        assert_eq!(c.check_with(&mut p, s(14), false), None);
+        // Nothing due: a boundary is no turn.
+        assert_eq!(c.check_with(&mut p, s(23), true), None);
+        assert_eq!(p.grants, [s(3)]);
+        assert_eq!(c.stats(s(30)).turns, 1);
+        assert!(matches!(
+            Turns::new("k", CoordinateMode::Epoch(Duration::ZERO)),
+            Err(CoordinateError::BadEpoch)
+        ));
+        assert_eq!(epoch_index(SystemTime::UNIX_EPOCH + s(125), s(60)), 2);
+    }
+
+    /// A policy on a pool's ticks: explores for `length` after each grant, then has its next
+    /// cycle due `length` later; logs each exploration as [grant, end] in real time, which
+    /// both pools share.
+    struct Timed {
+        length: Duration,
+        now: Duration,
+        exploring: Option<(Duration, std::time::Instant)>,
+        due_at: Duration,
+        log: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, std::time::Instant)>>>,
+    }
+
+    impl Policy for Timed {
+        fn on_event(&mut self, e: Event) -> Option<usize> {
+            self.now = self.now.max(e.at());
+            if let Some((until, began)) = self.exploring.filter(|&(u, _)| self.now >= u) {
+                self.log
+                    .lock()
+                    .unwrap()
+                    .push((began, std::time::Instant::now()));
+                self.exploring = None;
+                self.due_at = until + self.length;
+            }
+            None
+        }
+        fn target(&self) -> usize {
+            1
+        }
+        fn wants_turn(&self) -> bool {
+            self.exploring.is_some() || self.now >= self.due_at
+        }
+        fn grant_turn(&mut self, now: Duration) -> Option<usize> {
+            assert!(self.exploring.is_none(), "granted while exploring");
+            self.exploring = Some((now + self.length, std::time::Instant::now()));
+            None
+        }
+    }
+
+    #[test]
+    fn pools_on_one_key_explore_one_at_a_time() {
+        use crate::tune::Pool;
+        use std::sync::{Arc, Mutex};
+        use std::time::Instant;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = |log: &Arc<Mutex<Vec<(Instant, Instant)>>>| {
+            let policy = Timed {
+                length: Duration::from_millis(150),
+                now: Duration::ZERO,
+                exploring: None,
+                due_at: Duration::ZERO,
+                log: Arc::clone(log),
+            };
+            let turns = Turns::with_lock("k", TurnLock::open_in(dir.path(), "k").unwrap());
+            Pool::builder()
+                .policy(Box::new(policy))
+                .tick(Duration::from_millis(10))
+                .coordinate(turns)
+                .build()
+        };
+        let logs = [
+            Arc::new(Mutex::new(Vec::new())),
+            Arc::new(Mutex::new(Vec::new())),
+        ];
+        let pools = [pool(&logs[0]), pool(&logs[1])];
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while logs.iter().any(|l| l.lock().unwrap().len() < 3) {
+            assert!(Instant::now() < deadline, "too few turns: {logs:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for p in &pools {
+            let t = p.turns().unwrap();
+            assert!(t.turns >= 3, "{t:?}");
+            let events = p.drain_turns();
+            assert!(
+                events.iter().any(|e| e.kind == TurnKind::Release),
+                "{events:?}"
+            );
+        }
+        drop(pools);
+        let [a, b] = [&logs[0], &logs[1]].map(|l| l.lock().unwrap().clone());
+        // An exploration ends before its pool unlocks; the other's begins after it locked.
+        for x in &a {
+            for y in &b {
+                assert!(x.1 <= y.0 || y.1 <= x.0, "{x:?} and {y:?}: {a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "coordinate(k) needs ticks")]
+    fn a_pool_without_ticks_cannot_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let turns = Turns::with_lock("k", TurnLock::open_in(dir.path(), "k").unwrap());
+        crate::tune::Pool::builder()
+            .tick(Duration::ZERO)
+            .coordinate(turns)
+            .build();
+    }
+}
