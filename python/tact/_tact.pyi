@@ -61,14 +61,22 @@ class Regulator:
 class Controller:
     """A concurrency controller: the pool reports what it did, the controller answers with the
     number of tasks to run at once. ``policy`` is ``"tcc"`` or a spec (``"tcc:p=0.25,q=0.14"``,
-    ``"static:8"``, ``"aimd"``, ``"vegas"``, ``"gradient2"``, ``"envoy"``, ``"hill"``); ``params`` are TCC's
+    ``"static:8"``, ``"aimd"``, ``"vegas"``, ``"gradient2"``, ``"envoy"``, ``"hill"``, ``"vegas+"``,
+    ``"vegas++:x1=RATE"`` with RATE tasks/s at one worker, measured offline); ``params`` are TCC's
     parameters (TuneParams fields; durations as seconds, strings or timedeltas), with
     ``policy="tcc"`` only. ``n_init`` defaults to the online CPUs (at most ``n_max``). Times are
     float seconds on the caller's monotonic clock; each event method returns the new target when
     it changed. With ``psi=True`` (or ``"tcc:psi=1"``) the controller reads ``/proc/pressure``
-    for ``read_pressure()``; a kernel without PSI turns that off with a RuntimeWarning. Raises
-    ValueError on an unknown policy or parameter, or parameters that break TCC's friendliness
-    conditions."""
+    for ``read_pressure()``; a kernel without PSI turns that off with a RuntimeWarning. With
+    ``saturation_unseen=True`` the caller says its loads are a guess (it cannot see whether its
+    pool is saturated): TCC then also counts a gap between completions longer than ten mean gaps
+    as starvation, with no busy time and no sample across it (baselines ignore it). With
+    ``coordinate="KEY"`` TCC takes turns with the other pools and ``tact tune`` runs on KEY
+    (``coordinate_mode="turns"``: one measures at a time, through a lock file; ``"epoch"``:
+    cycles start at multiples of ``epoch`` seconds, 60 by default), checked on every
+    ``on_tick`` and ``on_hint``; ``turns(now)`` counts them. Raises ValueError on an unknown
+    policy or parameter, parameters that break TCC's friendliness conditions, or a bad key;
+    OSError when the lock directory cannot be used."""
 
     def __init__(
         self,
@@ -76,6 +84,10 @@ class Controller:
         *,
         n_init: Optional[int] = None,
         n_max: int = 64,
+        saturation_unseen: bool = False,
+        coordinate: Optional[str] = None,
+        coordinate_mode: str = "turns",
+        epoch: Optional[float] = None,
         **params: Any,
     ) -> None: ...
     def on_complete(
@@ -109,6 +121,9 @@ class Controller:
     @property
     def target(self) -> int: ...
     def status(self) -> ControllerStatus: ...
+    def turns(self, now: float) -> Optional[Dict[str, Any]]:
+        """With ``coordinate``: ``key``, ``turns`` granted, seconds ``waited`` for them and
+        ``held``, and whether one is ``holding`` now; None without."""
     def drain_trace(self) -> List[Transition]: ...
 
 class Bottleneck:

@@ -238,7 +238,8 @@ class AdaptiveExecutor(Executor):
     once, on a thread or process pool of ``max_workers``.
 
     policy: ``"tcc"`` (default) or a spec such as ``"static:8"``, ``"aimd"``, ``"vegas"``,
-        ``"gradient2"``, ``"envoy"``, ``"hill"`` (see ``tact.Controller``).
+        ``"gradient2"``, ``"envoy"``, ``"hill"``, ``"vegas+"``, ``"vegas++:x1=RATE"`` (see
+        ``tact.Controller``).
     kind: ``"thread"`` or ``"process"`` (then functions and arguments must pickle).
     bottleneck: a source of the utilization of the resource the tasks saturate, for TCC's
         bottleneck hint: a string in ``tact tune --bottleneck``'s forms (``"cpu:1"``,
@@ -247,6 +248,12 @@ class AdaptiveExecutor(Executor):
         executor's ticker thread calls it at most every 100 ms; ``util`` (a TCC parameter, 0.9)
         is the target. A malformed string, or a CPU or device this machine lacks, raises
         ValueError here. ``status()`` shows the mean ``utilization`` and the ``hinted`` steps.
+    coordinate: a key naming the bottleneck this executor shares with other pools or ``tact
+        tune`` runs (e.g. ``"db-5432"``): they take turns measuring, so that none mistakes the
+        others' steps for its own (``docs/tune.md``, "Several instances on one bottleneck").
+        ``coordinate_mode="turns"`` (default; one at a time) or ``"epoch"`` (with ``epoch``
+        seconds, 60 by default: cycles start together, for three or more). ``turns()`` counts
+        them.
     params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters;
         ``psi=True`` has the ticker thread read ``/proc/pressure`` at most once a second, outside
         the executor's lock, for TCC's PSI rules (``status()`` shows the latest ``pressure``
@@ -321,6 +328,11 @@ class AdaptiveExecutor(Executor):
     def status(self) -> ControllerStatus:
         """The controller's status."""
         return self._tuning.controller.status()
+
+    def turns(self) -> Optional[Dict[str, Any]]:
+        """With ``coordinate``: the turns taken, the seconds waited for them and held (see
+        ``tact.Controller.turns``); None without."""
+        return self._tuning.controller.turns(self._tuning.now())
 
     def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()

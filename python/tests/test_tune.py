@@ -530,6 +530,46 @@ def test_controller_takes_hints():
     assert tact.Controller("aimd", n_max=8).on_hint(0.1, 0.5) is None
 
 
+# The gap rule, for a caller whose loads are a guess
+
+
+def _blind(saturation_unseen: bool):
+    """A controller fed as a caller that cannot see its pool feeds it: every load says all
+    workers busy with work waiting, and one task ends every 10 ms, past TCC's settling."""
+    c = tact.Controller(n_init=2, n_max=8, saturation_unseen=saturation_unseen)
+    now = 0.0
+    c.on_start(now, 2, 1)
+    for _ in range(60):
+        now += 0.01
+        c.on_complete(now, c.target, 1)
+    return c, now
+
+
+def test_a_long_pause_is_starvation_only_when_the_caller_says_its_loads_are_a_guess():
+    """A pause of 100 mean gaps with the loads still saying "saturated": by the caller's word
+    it is a second of busy time; with ``saturation_unseen=True`` it is starvation (more than ten
+    mean gaps), with no busy time, and the pace after it counts again."""
+    for unseen in (False, True):
+        c, now = _blind(unseen)
+        busy = c.status()["busy"]
+        assert c.status()["saturated"]
+        c.on_tick(now + 0.5)
+        assert c.status()["saturated"] is not unseen, unseen
+        now += 1.0
+        c.on_complete(now, c.target, 1)
+        paused = c.status()["busy"] - busy
+        if unseen:
+            assert paused == 0.0
+        else:
+            assert paused == pytest.approx(1.0)
+        busy = c.status()["busy"]
+        c.on_complete(now + 0.01, c.target, 1)
+        assert c.status()["busy"] - busy == pytest.approx(0.01), unseen
+    # Baselines have no busy clock: they accept the option and ignore it.
+    c = tact.Controller("static:3", n_max=8, saturation_unseen=True)
+    assert c.status() == {"policy": "static:3", "target": 3}
+
+
 # PSI as a saturation hint
 
 HAS_PSI = os.path.exists("/proc/pressure/memory") and os.path.exists("/proc/pressure/io")
@@ -609,3 +649,60 @@ def test_semaphore_with_psi_reads_the_machines_pressure():
 
     status = asyncio.run(main())
     assert set(status["pressure"]) == {"memory_some", "memory_full", "io_full"}
+
+
+# Turns with other instances on one bottleneck (coordinate=KEY)
+
+
+def test_two_controllers_on_one_key_take_turns(tmp_path: Path, monkeypatch):
+    # The lock directory is $TACT_RUNTIME_DIR/tune: this test's own.
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path))
+    a = tact.Controller(n_init=2, n_max=8, coordinate="k")
+    b = tact.Controller(n_init=2, n_max=8, coordinate="k")
+    assert (tmp_path / "tune" / "k.lock").exists()
+    # TCC's first cycle waits for a turn: the first to tick takes it, the other waits.
+    a.on_tick(0.1)
+    b.on_tick(0.1)
+    b.on_tick(0.5)
+    ta, tb = a.turns(0.5), b.turns(0.5)
+    assert (ta["key"], ta["turns"], ta["holding"]) == ("k", 1, True)
+    assert (tb["turns"], tb["holding"]) == (0, False)
+    assert tb["waited"] == pytest.approx(0.4)
+    # The kernel drops a lock with its file: a controller gone gives the turn up.
+    del a
+    b.on_tick(0.6)
+    tb = b.turns(0.6)
+    assert (tb["turns"], tb["holding"]) == (1, True)
+    assert tact.Controller(n_max=8).turns(0.0) is None
+
+
+def test_bad_coordination_is_refused(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path))
+    for kwargs, words in [
+        (dict(coordinate="a/b"), "without '/'"),
+        (dict(coordinate=".."), "without '/'"),
+        (dict(coordinate="k", epoch=5.0), "epoch mode"),
+        (dict(coordinate="k", coordinate_mode="lock"), "coordinate_mode"),
+        (dict(epoch=5.0), "go with coordinate"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            tact.Controller(n_max=8, **kwargs)
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path / "file"))
+    with pytest.raises(OSError, match="lock directory"):
+        tact.Controller(n_max=8, coordinate="k")
+    c = tact.Controller(n_max=8, coordinate="e", coordinate_mode="epoch", epoch=0.5)
+    assert c.turns(0.0)["turns"] == 0
+
+
+def test_executor_takes_its_turn(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path))
+    with tact.AdaptiveExecutor(8, n_init=2, coordinate="ex") as ex:
+        assert ex.turns()["key"] == "ex"
+        # Nobody else holds the key: the ticker grants TCC's first cycle at its first tick.
+        deadline = time.monotonic() + TIMEOUT
+        while ex.turns()["turns"] == 0 and time.monotonic() < deadline:
+            ex.submit(time.sleep, 0.01).result()
+        assert ex.turns()["turns"] == 1
+    with tact.AdaptiveExecutor(8) as ex:
+        assert ex.turns() is None

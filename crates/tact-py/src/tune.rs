@@ -24,6 +24,7 @@ use tact_core::tune::{
     policy_from_spec, tcc_params_from_spec, Event, Load, Policy, Pressure, Status, Tcc, Transition,
     TuneParams,
 };
+use tact_lib::tune::{CoordinateMode, Turns};
 use tact_linux::probe::bottleneck::{self as probe, BottleneckSpec, FORMS};
 use tact_linux::probe::psi::{PsiReader, PSI_PERIOD};
 
@@ -61,7 +62,7 @@ impl Engine {
 ///
 /// policy: "tcc" (throughput-guided, the default), or a spec of tact-core's `policy_from_spec`:
 ///     "tcc:p=0.25,q=0.14,w=0.39", "static:8" (alias "fixed:8"), "aimd", "vegas", "gradient2",
-///     "envoy", "hill".
+///     "envoy", "hill", "vegas+", "vegas++:x1=RATE" (RATE: tasks/s at one worker, measured offline).
 /// n_init: the target to start with (default: the online CPUs, at most n_max).
 /// n_max: the largest target.
 /// params: TCC parameters, with policy="tcc" only (tact_core::tune::TuneParams fields, e.g.
@@ -71,11 +72,26 @@ impl Engine {
 /// With psi=True (TCC), the controller reads the machine's /proc/pressure for
 /// `read_pressure()`; a kernel without PSI turns it off with a RuntimeWarning.
 ///
+/// saturation_unseen=True: the caller cannot see whether its pool is saturated, so the loads it
+/// reports are a guess (say, always "all busy"). TCC then also counts a gap between completions
+/// longer than ten mean gaps as starvation (spec §6's gap rule, `Policy::saturation_unseen`): no
+/// busy time and no sample across it. Baselines have no busy clock and ignore it.
+///
+/// coordinate="KEY": take turns with the other pools and `tact tune` runs that share the
+/// bottleneck under KEY (`docs/tune.md`, "Several instances on one bottleneck"): TCC starts a
+/// new cycle of measuring only when it has the turn, checked on every `on_tick` and `on_hint`.
+/// coordinate_mode: "turns" (one instance at a time, through a lock file; the default) or
+/// "epoch" (cycles start at multiples of `epoch` seconds, 60 by default, on the real-time
+/// clock; for three or more instances). `turns()` tells the turns taken.
+///
 /// Raises ValueError on an unknown policy or parameter, or parameters that break TCC's
-/// friendliness conditions (the message names the condition and the nearest valid values).
+/// friendliness conditions (the message names the condition and the nearest valid values), or
+/// a bad coordination key; OSError when the lock directory cannot be used.
 #[pyclass(frozen, module = "tact._tact")]
 pub(crate) struct Controller {
     engine: Mutex<Engine>,
+    /// `coordinate`'s turns; locked inside the engine's lock.
+    turns: Mutex<Option<Turns>>,
     /// Where TCC's `psi` reads PSI, and when it last did; None when `psi` is off or PSI could
     /// not be read. A lock of its own: a reading must not hold up the engine.
     psi: Mutex<Option<Psi>>,
@@ -89,19 +105,35 @@ struct Psi {
 #[pymethods]
 impl Controller {
     #[new]
-    #[pyo3(signature = (policy = "tcc", *, n_init = None, n_max = 64, **params))]
+    #[pyo3(signature = (
+        policy = "tcc", *, n_init = None, n_max = 64, saturation_unseen = false,
+        coordinate = None, coordinate_mode = "turns", epoch = None, **params
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         policy: &str,
         n_init: Option<usize>,
         n_max: usize,
+        saturation_unseen: bool,
+        coordinate: Option<&str>,
+        coordinate_mode: &str,
+        epoch: Option<f64>,
         params: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         if n_max == 0 {
             return Err(PyValueError::new_err("n_max = 0: at least one worker"));
         }
         let n_init = n_init.unwrap_or_else(|| online_cpus().min(n_max));
-        let engine = build(policy, n_init, n_max, params)?;
+        let mut engine = build(policy, n_init, n_max, params)?;
+        if saturation_unseen {
+            // Before the first event, as the trait asks.
+            engine.policy().saturation_unseen();
+        }
+        let mut turns = coordinated(coordinate, coordinate_mode, epoch)?;
+        if let Some(turns) = &mut turns {
+            turns.start(engine.policy());
+        }
         // A spec such as "tcc:psi=1" gives an opaque policy: its parameters say whether it
         // takes PSI, as for `tact tune`.
         let wants_psi = match &engine {
@@ -118,6 +150,7 @@ impl Controller {
         };
         Ok(Controller {
             engine: Mutex::new(engine),
+            turns: Mutex::new(turns),
             psi: Mutex::new(psi),
         })
     }
@@ -173,7 +206,10 @@ impl Controller {
     /// Time passed (call it every 100 ms or so, so that timeouts fire while completions are rare).
     fn on_tick(&self, py: Python<'_>, now: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
-        Ok(self.with_policy(py, |policy| policy.on_tick(at)))
+        Ok(self.with_policy(py, |policy| {
+            let asked = policy.on_tick(at);
+            self.turn(policy, at).or(asked)
+        }))
     }
 
     /// The bottleneck's mean utilization in [0, 1] since the previous report (TCC's bottleneck
@@ -182,7 +218,10 @@ impl Controller {
     fn on_hint(&self, py: Python<'_>, now: f64, utilization: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         finite_fraction("utilization", utilization)?;
-        Ok(self.with_policy(py, |policy| policy.on_hint(at, utilization)))
+        Ok(self.with_policy(py, |policy| {
+            let asked = policy.on_hint(at, utilization);
+            self.turn(policy, at).or(asked)
+        }))
     }
 
     /// Pressure stall readings for TCC's PSI rules (psi=True): fractions of the last ten seconds
@@ -274,6 +313,28 @@ impl Controller {
         Ok(d)
     }
 
+    /// With coordinate: the key, the turns granted ("turns"), the seconds spent waiting for
+    /// them ("waited") and holding them ("held"), and whether it holds one now ("holding");
+    /// None without. `now` on the clock of the other calls.
+    fn turns<'py>(&self, py: Python<'py>, now: f64) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let at = seconds("now", now)?;
+        // Without the GIL, as every lock here (see `read_pressure`).
+        let stats = py.detach(|| {
+            let guard = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+            guard.as_ref().map(|t| (t.key().to_owned(), t.stats(at)))
+        });
+        let Some((key, s)) = stats else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("key", key)?;
+        d.set_item("turns", s.turns)?;
+        d.set_item("waited", s.waited.as_secs_f64())?;
+        d.set_item("held", s.held.as_secs_f64())?;
+        d.set_item("holding", s.holding)?;
+        Ok(Some(d))
+    }
+
     /// The state transitions since the last call, oldest first, as dicts (tact.Transition).
     fn drain_trace<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let trace = self.with_policy(py, |policy| policy.drain_trace());
@@ -286,6 +347,12 @@ impl Controller {
 }
 
 impl Controller {
+    /// Checks the turn after a tick (coordinate); the new target when a grant changed it.
+    fn turn(&self, policy: &mut dyn Policy, at: Duration) -> Option<usize> {
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        turns.as_mut()?.check(policy, at)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Engine> {
         // A panic inside a policy would be a bug there; its state is still the best we have.
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
@@ -423,6 +490,40 @@ fn names(fields: &Map<String, Value>) -> String {
         .map(String::as_str)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The turns `coordinate`, `coordinate_mode` and `epoch` ask for.
+fn coordinated(key: Option<&str>, mode: &str, epoch: Option<f64>) -> PyResult<Option<Turns>> {
+    let Some(key) = key else {
+        if epoch.is_some() || mode != "turns" {
+            return Err(PyValueError::new_err(
+                "coordinate_mode and epoch go with coordinate=KEY",
+            ));
+        }
+        return Ok(None);
+    };
+    let mode = match (mode, epoch) {
+        ("turns", None) => CoordinateMode::Turns,
+        ("turns", Some(_)) => {
+            return Err(PyValueError::new_err(
+                "epoch is the epoch mode's period: add coordinate_mode=\"epoch\"",
+            ))
+        }
+        ("epoch", e) => CoordinateMode::Epoch(match e {
+            Some(e) => seconds("epoch", e)?,
+            None => tact_lib::tune::DEFAULT_EPOCH,
+        }),
+        (other, _) => {
+            return Err(PyValueError::new_err(format!(
+                "coordinate_mode {other:?}: \"turns\" or \"epoch\""
+            )))
+        }
+    };
+    Turns::new(key, mode).map(Some).map_err(|e| match e {
+        tact_lib::tune::CoordinateError::Dir { .. }
+        | tact_lib::tune::CoordinateError::Open { .. } => PyOSError::new_err(e.to_string()),
+        e => PyValueError::new_err(e.to_string()),
+    })
 }
 
 fn online_cpus() -> usize {
