@@ -16,6 +16,9 @@ this order by default), each against its own service:
               64 KiB replies
   competitor  X5: once TCC is steady, a competing program on the service's CPU starts, then stops
   pools       X6: two pools (two drivers) share one service, the second starting later
+  x7          X7: the paper's Vegas comparison (front 1 ms, service 2 ms, 25 ms delay; the
+              service's core is the bottleneck). Not in the default list (about 20 min more):
+              --scenario x7.
 
 The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
 with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the five baselines.
@@ -23,6 +26,12 @@ The policy `tcc+util` ("tcc + util hint": `tcc:util=0.9`, tune-drive --bottlenec
 scenario's bottleneck as the table measures it: the service's CPU on cpu, competitor and pools,
 the capped device's reads over the cap (or its io_ticks without a cap) on disk, the shaped link's
 bits over its rate on net) runs everywhere but memory, which has no utilization to report.
+On pools, `tcc+turns` and `tcc+util+turns` run the pair with both drivers on one
+`--coordinate` key (turn-taking, spec section 6 item 4: one pool explores at a time), without
+and with the hint; they run nowhere else (one pool has nobody to take turns with).
+On x7, `vegas+` and `vegas++` (the paper's Vegas revisions) run after the baselines, and only
+there; Vegas++'s X1 (tasks/s at one worker, "measured offline") is the static:1 run's throughput
+from the same bench run, so the sweep must include size 1.
 Per scenario: a table, JSON and a plot; at the end a summary of the issue's targets. See
 bench/tune/README.md.
 """
@@ -54,8 +63,17 @@ HINT_SPEC = "tcc:util=0.9"
 HINT_LABEL = "tcc + util hint"
 # Memory has no utilization (util_memory): thrash is judged by refaults, not a fraction.
 HINT_SCENARIOS = ("cpu", "disk", "net", "competitor", "pools")
-TCC_POLICIES = ("tcc", HINT)
+# The pools pair taking turns (tune-drive --coordinate): plain TCC and TCC with the hint.
+TURNS = "tcc+turns"
+HINT_TURNS = "tcc+util+turns"
+TURNS_POLICIES = (TURNS, HINT_TURNS)
+TCC_POLICIES = ("tcc", HINT) + TURNS_POLICIES
 ALL_SCENARIOS = ["cpu", "memory", "disk", "net", "competitor", "pools"]
+# X7's policies: Vegas++ gets "x1=" from the sweep's static:1 run (resolve_spec).
+VEGAS_PLUS, VEGAS_PP = "vegas+", "vegas++"
+VEGAS_POLICIES = (VEGAS_PLUS, VEGAS_PP)
+X7_BAND = (0.90, 0.95)       # X7: TCC's web CPU with every row
+X7_GAP = 0.10                # X7: TCC > Vegas++ > Vegas+ by at least 10 points each
 TAG = f"tact-test-tune-{os.getpid()}"
 
 # Issue targets for tact (spec section 5).
@@ -83,7 +101,10 @@ SCENARIOS = {
                        bottleneck="service CPU"),
     "pools": dict(title="X6 two pools, one service", front_ms=1.0, service_ms=1.5, delay_ms=5.0, sizes=COARSE,
                   bottleneck="service CPU"),
+    "x7": dict(title="X7 versus Vegas", front_ms=1.0, service_ms=2.0, delay_ms=25.0, sizes=COARSE,
+               bottleneck="service CPU"),
 }
+SCENARIO_NAMES = ALL_SCENARIOS + ["x7"]
 
 PRESETS = {
     # a smoke test of every scenario's pipeline (~7-8 min); TCC barely reaches Steady, if at all
@@ -92,7 +113,8 @@ PRESETS = {
                   compete_seconds=40.0, compete_warmup=3.0, compete_hold=3.0, compete_on=10.0,
                   compete_deadline=20.0, compete_base_seconds=6.0,
                   pools_alone=6.0, pools_together=12.0, pools_warmup=2.0, pools_second_warmup=2.0,
-                  pools_base_alone=2.0, pools_base_together=4.0, quick_sizes=QUICK_SIZES),
+                  pools_base_alone=2.0, pools_base_together=4.0, vegas_seconds=12.0, vegas_warmup=3.0,
+                  quick_sizes=QUICK_SIZES),
     # the default (~60 min). TCC (slow start and fast mode on) reached Steady 45 s after its start
     # on X1 on a loaded machine, so 180 s measured after a 20 s warm-up leave it mostly steady;
     # paper mode dwells longer per configuration and may need most of its 200 s.
@@ -101,7 +123,10 @@ PRESETS = {
                     compete_seconds=300.0, compete_warmup=20.0, compete_hold=30.0, compete_on=60.0,
                     compete_deadline=150.0, compete_base_seconds=45.0,
                     pools_alone=60.0, pools_together=100.0, pools_warmup=20.0, pools_second_warmup=10.0,
-                    pools_base_alone=20.0, pools_base_together=30.0, quick_sizes=None),
+                    pools_base_alone=20.0, pools_base_together=30.0,
+                    # Vegas+/++ decide once per 1,000 completions: from 2 workers to X7's ~11 takes
+                    # about a minute, so they get a longer warm-up than the other baselines.
+                    vegas_seconds=180.0, vegas_warmup=60.0, quick_sizes=None),
 }
 # Process start and teardown per driver run, on top of its warm-up and measured seconds.
 RUN_OVERHEAD_S = 0.4
@@ -136,16 +161,19 @@ def scenario_sizes(name, p, args):
 
 
 def spec_of(pol):
-    return HINT_SPEC if pol == HINT else pol
+    return {HINT: HINT_SPEC, TURNS: "tcc", HINT_TURNS: HINT_SPEC}.get(pol, pol)
 
 
 def label_of(pol):
-    return HINT_LABEL if pol == HINT else pol
+    return {HINT: HINT_LABEL, TURNS: "tcc + turns", HINT_TURNS: HINT_LABEL + " + turns"}.get(pol, pol)
 
 
 def scenario_policies(name, policies):
-    """The hint needs a bottleneck with a utilization (not memory's)."""
-    return [pol for pol in policies if pol != HINT or name in HINT_SCENARIOS]
+    """The hint needs a bottleneck with a utilization (not memory's); turns need two pools; Vegas+
+    and Vegas++ are X7's."""
+    return [pol for pol in policies if (pol != HINT or name in HINT_SCENARIOS)
+            and (pol not in TURNS_POLICIES or name == "pools")
+            and (pol not in VEGAS_POLICIES or name == "x7")]
 
 
 def plan(name, p, args, policies):
@@ -159,9 +187,21 @@ def plan(name, p, args, policies):
             runs.append(("tcc", "tcc", p["tcc_warmup"], p["tcc_seconds"]))
             if args.paper:
                 runs.append(("tcc (paper mode)", PAPER_SPEC, p["paper_warmup"], p["paper_seconds"]))
+        elif pol in VEGAS_POLICIES:
+            runs.append((pol, pol, p["vegas_warmup"], p["vegas_seconds"]))
         else:
             runs.append((pol, pol, p["adaptive_warmup"], p["adaptive_seconds"]))
     return runs
+
+
+def resolve_spec(spec, results):
+    """Vegas++ without its X1 takes the throughput of static:1 from the same sweep: (spec, error)."""
+    if spec != VEGAS_PP:
+        return spec, None
+    one = next((r for r in results if r["spec"] == "static:1" and not r.get("error")), None)
+    if not one:
+        return spec, "vegas++ needs X1: run the sweep with size 1 (or give vegas++:x1=RATE)"
+    return f"{VEGAS_PP}:x1={one['window']['throughput']:.2f}", None
 
 
 def estimate(name, p, args, policies):
@@ -460,7 +500,8 @@ def hint_source(sc, args):
 class Driver:
     """One tune-drive run, started now; its stdout events are read as they come."""
 
-    def __init__(self, bindir, cpu, addr, label, spec, warmup, seconds, args, sc, outdir, on_steady=None):
+    def __init__(self, bindir, cpu, addr, label, spec, warmup, seconds, args, sc, outdir, on_steady=None,
+                 coordinate=None):
         safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
         self.path = os.path.join(outdir, "runs", f"{safe}.json")
         self.label, self.spec, self.warmup, self.seconds = label, spec, warmup, seconds
@@ -472,12 +513,17 @@ class Driver:
             cmd += ["--init", str(args.init)]
         if spec == HINT_SPEC:
             cmd += ["--bottleneck", hint_source(sc, args)]
+        env = None
+        if coordinate:
+            # The lock file goes in the run's own directory (tact's TACT_RUNTIME_DIR/tune).
+            cmd += ["--coordinate", coordinate]
+            env = dict(os.environ, TACT_RUNTIME_DIR=os.path.join(outdir, "runtime"))
         self.t_launch = time.monotonic()
         self.t0 = None  # time.monotonic() of the pool's clock origin ("started")
         self.started = threading.Event()
         self.on_steady = on_steady
         self.lines = []
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.item = CLEANUP.push(f"driver {label}", lambda: terminate_tree(self.proc.pid))
         self.err = []
         self.readers = [threading.Thread(target=self._read, daemon=True),
@@ -687,7 +733,7 @@ def bn(period):
 def slim(rec):
     """What the report keeps of a run (the full record stays in runs/)."""
     out = {k: rec.get(k) for k in ("label", "spec", "warmup_s", "seconds", "window", "steady",
-                                   "first_steady_s", "errors", "init", "max", "error", "extra")}
+                                   "first_steady_s", "errors", "init", "max", "error", "extra", "turns")}
     if not rec.get("spec", "").startswith("static:"):
         out["targets"] = rec.get("targets")
         out["trace"] = rec.get("trace")
@@ -766,6 +812,29 @@ def sweep_targets(name, results, xmax, x95):
         if tcc and not tcc.get("error") and xmax:
             prefix = "" if label == "tcc" else f"{label}: "
             out += [(prefix + c, v, verdict) for c, v, verdict in tcc_targets(name, results, by, tcc, xmax)]
+    if name == "x7":
+        out += x7_targets(by)
+    return out
+
+
+def x7_targets(by):
+    """X7: TCC's service CPU over its steady periods 90-95%, Vegas++ ~70% and Vegas+ ~55% over their
+    windows (they have no Steady), in that order with gaps >= 10 points."""
+    def util(label, steady):
+        r = by.get(label)
+        if not r or r.get("error"):
+            return None
+        return ((steady and r.get("steady")) or r["window"]).get("service_util")
+    tcc, tcc_all, vpp, vp = util("tcc", True), util("tcc", False), util(VEGAS_PP, False), util(VEGAS_PLUS, False)
+    where = "steady" if (by.get("tcc") or {}).get("steady") else "window, never steady"
+    out = [(f"x7: tcc service CPU {X7_BAND[0]:.0%}-{X7_BAND[1]:.0%} ({where})", pct(tcc),
+            "PASS" if tcc is not None and X7_BAND[0] <= tcc <= X7_BAND[1] else "FAIL"),
+           ("x7: vegas++ service CPU (paper ~70%)", pct(vpp), "info"),
+           ("x7: vegas+ service CPU (paper ~55%)", pct(vp), "info")]
+    for what, t in ((where, tcc), ("whole window", tcc_all)):
+        ok = None not in (t, vpp, vp) and t - vpp >= X7_GAP and vpp - vp >= X7_GAP
+        out.append((f"x7: tcc ({what}) > vegas++ > vegas+, gaps >= {X7_GAP * 100:.0f} points",
+                    f"{pct(t)} > {pct(vpp)} > {pct(vp)}", "PASS" if ok else "FAIL"))
     return out
 
 
@@ -987,7 +1056,9 @@ def pools_analysis(pair):
     jain = s * s / (2 * (xa * xa + xb * xb)) if s > 0 else None
     ta = [list(t) for t in a["targets"]]
     solo_count = mean_target(ta, a["warmup_s"], pair["alone_end"])
-    return {"solo": solo, "solo_count": solo_count, "first": xa, "second": xb, "sum": s,
+    turns = [r.get("turns") for r in (a, b)]
+    return {"turns": turns if all(turns) else None,
+            "solo": solo, "solo_count": solo_count, "first": xa, "second": xb, "sum": s,
             "share_first": xa / s if s else None, "share_second": xb / s if s else None, "jain": jain,
             "count_first": mean_target(ta, lo, hi),
             "count_second": (b["window"].get("count") or {}).get("mean")}
@@ -1006,20 +1077,21 @@ def pools_report(ctx, results, pairs):
     if xmax:
         lines.append(f"capacity = {cap:.0f}/s at static:{xmax[0]} (service CPU {pct(xmax[2])})")
     head = ["pair", "alone thr (vs cap)", "together: first/second", "shares", "Jain", "sum vs cap",
-            "counts alone; together"]
+            "counts alone; together", "turns (s waited)"]
     rows, tt = [], []
     for pair in pairs:
         an = pools_analysis(pair)
         pair["analysis"] = an
         if not an:
-            rows.append([pair["policy"], "error", "", "", "", "", ""])
+            rows.append([pair["policy"], "error", "", "", "", "", "", ""])
             continue
         rows.append([pair["policy"], f"{fmt(an['solo'], '{:.0f}')} ({pct(an['solo'] / cap) if cap and an['solo'] else '-'})",
                      f"{an['first']:.0f}/{an['second']:.0f}",
                      f"{pct(an['share_first'])}/{pct(an['share_second'])}", fmt(an["jain"], "{:.3f}"),
                      pct(an["sum"] / cap) if cap else "-",
-                     f"{fmt(an['solo_count'])}; {fmt(an['count_first'])}/{fmt(an['count_second'])}"])
-        if pair["policy"] in ("tcc", HINT_LABEL):
+                     f"{fmt(an['solo_count'])}; {fmt(an['count_first'])}/{fmt(an['count_second'])}",
+                     "/".join(f"{t['turns']} ({secs(t['waited']):.0f})" for t in an["turns"]) if an["turns"] else "-"])
+        if pair["policy"] in ("tcc", HINT_LABEL) + tuple(label_of(t) for t in TURNS_POLICIES):
             prefix = "" if pair["policy"] == "tcc" else f"{pair['policy']}: "
             ok = all(s is not None and SHARE_BAND[0] <= s <= SHARE_BAND[1]
                      for s in (an["share_first"], an["share_second"]))
@@ -1043,7 +1115,13 @@ def run_sweep(ctx, p, policies, partial):
     runs = plan(ctx["name"], p, ctx["args"], policies)
     results = []
     for i, (label, spec, warmup, seconds) in enumerate(runs):
-        log(f"[{ctx['name']} {i + 1}/{len(runs)}] {label}: {warmup:g}+{seconds:g} s")
+        spec, err = resolve_spec(spec, results)
+        if err:
+            log(f"{label} skipped: {err}")
+            results.append({"label": label, "spec": spec, "error": err})
+            partial(results[-1])
+            continue
+        log(f"[{ctx['name']} {i + 1}/{len(runs)}] {label} ({spec}): {warmup:g}+{seconds:g} s")
         rec = run_one(ctx, label, spec, warmup, seconds)
         if rec.get("error"):
             log(f"{label} failed: {rec['error']}")
@@ -1124,14 +1202,19 @@ def run_pools(ctx, p, policies, partial):
         w = p["pools_warmup"] if is_tcc else min(p["pools_warmup"], p["adaptive_warmup"])
         w2 = min(p["pools_second_warmup"], together / 3)
         log(f"[pools] {pol} pair: first alone {w:g}+{alone:g} s, then together {together:g} s")
+        # One key per pair, so that no pair waits for another's lock.
+        key = f"tact-bench-pools-{os.getpid()}-{pol.replace('+', '-')}" if pol in TURNS_POLICIES else None
         first = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{label_of(pol)} first", spec_of(pol),
-                       w, alone + together, ctx["args"], ctx["sc"], ctx["outdir"])
+                       w, alone + together, ctx["args"], ctx["sc"], ctx["outdir"], coordinate=key)
         first.started.wait(30)
         time.sleep(max(0.0, w + alone - first.now()))
         second_at = first.now()
         second = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], f"{label_of(pol)} second", spec_of(pol), w2,
-                        max(1.0, w + alone + together - second_at - w2), ctx["args"], ctx["sc"], ctx["outdir"])
+                        max(1.0, w + alone + together - second_at - w2), ctx["args"], ctx["sc"], ctx["outdir"],
+                        coordinate=key)
         ra, rb = first.wait(), second.wait()
+        if key:
+            shutil.rmtree(os.path.join(ctx["outdir"], "runtime"), ignore_errors=True)
         for r in (ra, rb):
             attach_probe(r, [], first.t0 if r is ra else second.t0, util_cpu)
         offset = (second.t0 - first.t0) if (second.t0 and first.t0) else second_at
@@ -1149,12 +1232,14 @@ def run_pools(ctx, p, policies, partial):
 # plots
 
 COLORS = {"tcc": "tab:green", "aimd": "tab:orange", "vegas": "tab:purple", "gradient2": "tab:brown",
-          "envoy": "tab:pink", "hill": "tab:gray"}
+          "envoy": "tab:pink", "hill": "tab:gray", VEGAS_PLUS: "tab:red", VEGAS_PP: "darkviolet"}
 
 
 def color(r):
     if "paper" in r["label"]:
         return "tab:olive"
+    if "turns" in r["label"]:
+        return "tab:red" if r["spec"] == HINT_SPEC else "tab:blue"
     if r["spec"] == HINT_SPEC:
         return "tab:cyan"
     return COLORS.get(r["spec"].split(":")[0], "tab:blue")
@@ -1316,12 +1401,15 @@ def report_scenario(name, ctx, data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default=",".join(ALL_SCENARIOS),
-                    help=f"comma list of {', '.join(ALL_SCENARIOS)} (default: all, in that order)")
+                    help=f"comma list of {', '.join(SCENARIO_NAMES)} (default: all but x7, in that order)")
     ap.add_argument("--quick", action="store_true", help="~7-minute smoke run of every scenario")
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
-    ap.add_argument("--policies", default=f"tcc,{HINT}," + ",".join(BASELINES),
-                    help="adaptive controllers in run order (tcc, aimd, vegas, gradient2, envoy, hill, or any spec)")
+    ap.add_argument("--policies", default=f"tcc,{HINT},{TURNS},{HINT_TURNS}," + ",".join(BASELINES)
+                    + f",{VEGAS_PLUS},{VEGAS_PP}",
+                    help=f"adaptive controllers in run order (tcc, {HINT}, aimd, vegas, gradient2, envoy, hill, or "
+                    f"any spec; pools only: {TURNS}, {HINT_TURNS}, the pair on one --coordinate key; x7 only: "
+                    f"{VEGAS_PLUS}, {VEGAS_PP} (X1 from static:1))")
     ap.add_argument("--no-paper", dest="paper", action="store_false",
                     help=f"skip the TCC (paper mode) row ({PAPER_SPEC})")
     for key in PRESETS["default"]:
@@ -1356,7 +1444,7 @@ def main():
     scenarios = [s.strip() for s in args.scenario.split(",") if s.strip()]
     for s in scenarios:
         if s not in SCENARIOS:
-            ap.error(f"--scenario: unknown {s!r} (expected {', '.join(ALL_SCENARIOS)})")
+            ap.error(f"--scenario: unknown {s!r} (expected {', '.join(SCENARIO_NAMES)})")
     preset = "quick" if args.quick else "default"
     p = dict(PRESETS[preset])
     for key in p:

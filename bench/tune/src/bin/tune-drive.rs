@@ -11,6 +11,10 @@
 //! capped device's reads over the cap), `net:IF@RATE,rx` (the shaped link, seen from the
 //! driver's side), and the others.
 //!
+//! With `--coordinate KEY` the pool takes turns with every other pool or `tact tune` on KEY
+//! (`tact_lib::tune::turns`; spec concurrency.md §6 item 4): TCC starts a cycle only when it
+//! has the turn. The record then has the turns taken and the time waited for them.
+//!
 //! While it runs, stdout carries event lines for a harness that acts mid-run (run.py starts a
 //! competitor once TCC is steady): `started` when the pool's clock starts, then
 //! `steady AT TARGET` (s since the pool's start) whenever TCC enters Steady.
@@ -33,7 +37,7 @@ use tact_bench_tune::summary::{
 };
 use tact_core::tune::select::policy_from_spec;
 use tact_core::tune::{Phase, Transition};
-use tact_lib::tune::Pool;
+use tact_lib::tune::{CoordinateMode, Pool, TurnEvent, TurnStats, Turns};
 use tact_linux::probe::bottleneck::{BadSpec, Bottleneck, BottleneckSpec};
 use tact_sim::SimRng;
 
@@ -43,7 +47,8 @@ use tact_sim::SimRng;
     about = "Drive tune-service with tact's pool under one controller"
 )]
 struct Args {
-    /// Controller: tcc, tcc:KEY=V,.., static:N, aimd, vegas, gradient2, envoy, hill.
+    /// Controller: tcc, tcc:KEY=V,.., static:N, aimd, vegas, gradient2, envoy, hill, vegas+,
+    /// vegas++:x1=RATE.
     #[arg(long)]
     policy: String,
     /// The service's address (as printed by tune-service).
@@ -79,6 +84,10 @@ struct Args {
     /// net:IF@RATE[,rx].
     #[arg(long, value_name = "SRC", value_parser = parse_bottleneck)]
     bottleneck: Option<BottleneckSpec>,
+    /// Take turns with the other pools on KEY (turns mode, one explorer at a time; the lock
+    /// directory is `tact tune --coordinate`'s).
+    #[arg(long, value_name = "KEY")]
+    coordinate: Option<String>,
 }
 
 fn parse_bottleneck(s: &str) -> Result<BottleneckSpec, String> {
@@ -97,6 +106,11 @@ struct Report<'a> {
     seed: u64,
     /// The source whose utilization the controller was told (`--bottleneck`).
     bottleneck: Option<String>,
+    /// The key the pool took turns on (`--coordinate`), the turns it took, and every wait, grant
+    /// and release (s since the pool's start).
+    coordinate: Option<String>,
+    turns: Option<TurnStats>,
+    turn_events: Vec<TurnEvent>,
     /// The measured window, [warmup, warmup + seconds].
     window: Period,
     /// The window's part that TCC spent in Steady (none for other controllers, or before TCC
@@ -232,6 +246,11 @@ fn main() -> Result<()> {
             }
         });
     }
+    if let Some(key) = &args.coordinate {
+        let turns = Turns::new(key, CoordinateMode::Turns)
+            .with_context(|| format!("--coordinate {key}"))?;
+        builder = builder.coordinate(turns);
+    }
     let pool = Arc::new(builder.build());
 
     let feeder = {
@@ -259,6 +278,7 @@ fn main() -> Result<()> {
     let period_s = Duration::from_millis(args.sample_ms);
     let mut samples = Vec::new();
     let mut trace = Vec::new();
+    let mut turn_events = Vec::new();
     let mut next_report = 10.0;
     loop {
         let stats = control.stats().context("the service's stats")?;
@@ -274,6 +294,7 @@ fn main() -> Result<()> {
         let fresh = pool.drain_trace();
         announce_steady(&fresh)?;
         trace.extend(fresh);
+        turn_events.extend(pool.drain_turns());
         if at >= end {
             break;
         }
@@ -294,6 +315,8 @@ fn main() -> Result<()> {
         .map_err(|_| anyhow!("the feeder thread panicked"))?;
     let pool = Arc::into_inner(pool).ok_or_else(|| anyhow!("the pool is still shared"))?;
     trace.extend(pool.drain_trace());
+    turn_events.extend(pool.drain_turns());
+    let turns = pool.turns();
     // The pool's history starts with the initial target at zero.
     let targets: Vec<(f64, usize)> = pool
         .targets()
@@ -318,6 +341,9 @@ fn main() -> Result<()> {
         init,
         seed: args.seed,
         bottleneck: args.bottleneck.as_ref().map(ToString::to_string),
+        coordinate: args.coordinate.clone(),
+        turns,
+        turn_events,
         window,
         steady,
         first_steady_s: first_steady(&trace),
@@ -327,8 +353,17 @@ fn main() -> Result<()> {
         samples,
     };
     let w = &report.window;
+    // One line (run.py logs the driver's last): the turns, when coordinated, at its end.
+    let turns = report.turns.map_or(String::new(), |t| {
+        format!(
+            ", turns {} ({:.1} s waited, {:.1} s held)",
+            t.turns,
+            t.waited.as_secs_f64(),
+            t.held.as_secs_f64()
+        )
+    });
     println!(
-        "{}: {:.1}/s, service CPU {}, count {}, p99 {}, errors {}",
+        "{}: {:.1}/s, service CPU {}, count {}, p99 {}, errors {}{turns}",
         args.policy,
         w.throughput,
         w.service_util
