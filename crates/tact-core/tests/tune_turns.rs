@@ -1,7 +1,8 @@
 //! Turns (`Policy::coordinate`, `wants_turn`, `grant_turn`; spec §6 item 4): once a host
 //! coordinates, every cycle start waits for its grant while the controller holds its count and
 //! keeps measuring; the grant starts it with the reason it was due for; the turn is wanted from
-//! then until the cycle is back in Steady. Without `coordinate()` nothing changes.
+//! then until the cycle is back in Steady; while it explores, the other instances' completions
+//! are samples too (`on_peer_completions`). Without `coordinate()` nothing changes.
 
 #[path = "tune_harness.rs"]
 mod harness;
@@ -317,6 +318,141 @@ fn without_coordinate_grants_change_nothing_and_no_turn_is_wanted() {
     assert_eq!(pool.moves(), plain.moves());
     assert_eq!(granted.moves(), plain.moves());
     assert_eq!(granted.targets, plain.targets);
+}
+
+/// One instance beside `peers` workers of others on a bottleneck whose throughput is
+/// `total(n + peers)`, shared by count (processor sharing): its own throughput is the share
+/// n/(n + peers) of it, the others' the rest. Coordinated (when
+/// `coordinate`) and granted the turn whenever it wants it; with `tell`, the host reports the others'
+/// completions (`on_peer_completions`) just before each of its own. Runs to its `k`-th steady
+/// entry and returns the controller with its steady counts.
+fn beside(
+    params: &TuneParams,
+    total: fn(usize) -> f64,
+    peers: usize,
+    (coordinate, tell): (bool, bool),
+    k: usize,
+) -> (Tcc, Vec<usize>) {
+    let mut tcc = Tcc::new(params.clone()).unwrap();
+    if coordinate {
+        tcc.coordinate();
+    }
+    let mut now = Duration::ZERO;
+    let mut in_flight = tcc.target();
+    tcc.on_start(now, Load::new(in_flight, 1));
+    assert_eq!(tcc.grant_turn(now), None);
+    let (mut carry, mut steady) = (0.0, Vec::new());
+    for _ in 0..MAX {
+        let all = total(in_flight + peers);
+        let own = all * in_flight as f64 / (in_flight + peers) as f64;
+        now += Duration::from_secs_f64(1.0 / own);
+        carry += (all - own) / own;
+        let others = carry.floor();
+        carry -= others;
+        if tell && others > 0.0 {
+            let answer = tcc.on_peer_completions(now, others as u32);
+            grow(&mut tcc, &mut in_flight, now, answer);
+        }
+        // A shrink takes effect as tasks finish, a rise at once (as hosts do).
+        in_flight = (in_flight - 1).max(tcc.target());
+        let answer = tcc.on_complete(now, Load::new(in_flight, 1));
+        grow(&mut tcc, &mut in_flight, now, answer);
+        // The others hold their counts: this instance may have the turn whenever it wants it.
+        let answer = tcc.grant_turn(now);
+        grow(&mut tcc, &mut in_flight, now, answer);
+        for t in tcc.drain_trace() {
+            if t.to == Phase::Steady {
+                steady.push(t.target_to);
+            }
+        }
+        if steady.len() >= k {
+            return (tcc, steady);
+        }
+    }
+    panic!("no steady state: {steady:?}");
+}
+
+/// A bottleneck saturated at any count: 1,000 tasks/s.
+fn saturated(_: usize) -> f64 {
+    1000.0
+}
+
+/// A new target above the tasks in flight starts tasks (and tells the controller).
+fn grow(tcc: &mut Tcc, in_flight: &mut usize, now: Duration, mut answer: Option<usize>) {
+    while answer.is_some() && *in_flight < tcc.target() {
+        *in_flight = tcc.target();
+        answer = tcc.on_start(now, Load::new(*in_flight, 1));
+    }
+}
+
+#[test]
+fn while_exploring_the_others_completions_are_samples_so_share_taken_is_no_gain() {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    // Told nothing, each added worker looks like a gain (its share of a saturated bottleneck
+    // held by 30 others' workers grows almost in proportion): the instance climbs from 2 to 28.
+    let (_, alone) = beside(&params, saturated, 30, (true, false), 3);
+    assert!(alone.iter().all(|&n| n >= 20), "{alone:?}");
+    // Told the others' completions, its tests see the bottleneck's throughput, which no count
+    // of its own changes: no add step is kept, and the removals give the workers back down to
+    // n_min.
+    let (_, told) = beside(&params, saturated, 30, (true, true), 3);
+    assert_eq!(told, [1, 1, 1]);
+}
+
+#[test]
+fn told_the_others_completions_a_loss_of_the_bottleneck_still_counts() {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    // The bending curve with 2 workers of others on it: unlike the saturated bottleneck, a
+    // removal here costs the bottleneck (from 3 to 2 of 5 tasks, 15%), so the instance keeps
+    // its workers rather than falling to n_min.
+    let (_, told) = beside(&params, rate, 2, (true, true), 3);
+    assert!(told.iter().all(|&n| n >= 3), "{told:?}");
+    // But it needs the gain an add step's q asks of its own count: 3 → 4 workers must raise
+    // the bottleneck by 19%, where it gains 14% (5 → 6 tasks). Alone on the curve it climbs
+    // further, its steps being smaller (`docs/tune.md`: the rule is stricter than one
+    // controller of the total count would be).
+    assert!(told.iter().all(|&n| n <= 4), "{told:?}");
+    let (_, alone) = beside(&params, rate, 0, (true, true), 3);
+    assert!(alone.iter().all(|&n| n >= 8), "{alone:?}");
+}
+
+#[test]
+fn the_others_completions_are_ignored_outside_the_turn() {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    // Before the first grant: nothing is judged, and the others' completions change nothing.
+    let mut tcc = Tcc::new(params.clone()).unwrap();
+    tcc.coordinate();
+    tcc.on_start(Duration::ZERO, Load::new(2, 1));
+    tcc.on_complete(Duration::from_millis(10), Load::new(2, 1));
+    let before = tcc.status();
+    assert_eq!(tcc.on_peer_completions(Duration::from_secs(1), 1000), None);
+    assert_eq!(tcc.status(), before);
+    // In Steady (the turn given back) they change nothing either: not the busy time, not the
+    // samples, not the count.
+    let (mut tcc, _) = beside(&params, saturated, 30, (true, true), 1);
+    assert_eq!(tcc.phase(), Phase::Steady);
+    let before = tcc.status();
+    let later = Duration::from_secs(3600);
+    assert_eq!(tcc.on_peer_completions(later, 1000), None);
+    assert_eq!(tcc.status(), before);
+    assert!(tcc.drain_trace().is_empty());
+    // Without coordinate(), a run told the others' completions is the run told nothing.
+    let (told, told_counts) = beside(&params, saturated, 30, (false, true), 3);
+    let (plain, plain_counts) = beside(&params, saturated, 30, (false, false), 3);
+    assert_eq!(told_counts, plain_counts);
+    assert_eq!(told.status(), plain.status());
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -175,6 +175,13 @@ pub trait Policy {
         None
     }
 
+    /// With [`Policy::coordinate`]: `count` tasks of the other instances on the same bottleneck
+    /// completed at `now`. Policies that do not judge the bottleneck's throughput ignore it.
+    fn on_peer_completions(&mut self, now: Duration, count: u32) -> Option<usize> {
+        let _ = (now, count);
+        None
+    }
+
     /// The state transitions since the last call, oldest first (hosts expose them as JSON
     /// traces). Policies without states return none.
     fn drain_trace(&mut self) -> Vec<Transition> {

@@ -379,59 +379,9 @@ impl Tcc {
     /// Feeds one event, with the bottleneck's utilization when it is a hint, or the pressure
     /// readings.
     fn handle(&mut self, event: Event, hint: Option<f64>, pressure: Option<Pressure>) {
-        let mut at = event.at();
-        if let Some(last) = self.last_at {
-            if at < last {
-                self.clock_regressions += 1;
-                at = last;
-            }
-        }
-        let span = match self.last_at {
-            Some(last) if self.saturated => at - last,
-            _ => Duration::ZERO,
-        };
         let complete = matches!(event, Event::Complete { .. });
-        let credit = match &mut self.gap_rule {
-            Some(rule) => rule.credit(span, at, complete, self.target),
-            None => Some(span),
-        };
-        match credit {
-            Some(d) => self.busy += d,
-            None => self.mark = None,
-        }
-        let advanced = credit.is_some_and(|d| d > Duration::ZERO);
-        self.last_at = Some(at);
-
-        let mut sampled = false;
-        if let Event::Complete { .. } = event {
-            if let Some(mark) = self.mark {
-                let x = (self.busy - mark).as_secs_f64();
-                match self.settle {
-                    Settle::Done => {
-                        self.cur.push(x);
-                        sampled = true;
-                        if self.phase != Phase::Steady {
-                            self.explored += 1;
-                        }
-                        if self.to_nstar.is_none()
-                            && self.cur.summary().batches >= self.params.n_star
-                        {
-                            self.to_nstar = Some(self.busy - self.config_start);
-                        }
-                    }
-                    Settle::Skip(k) => {
-                        self.settle = if k <= 1 {
-                            self.measure_from = Some(self.busy);
-                            Settle::Done
-                        } else {
-                            Settle::Skip(k - 1)
-                        };
-                    }
-                    Settle::InFlight => {}
-                }
-            }
-            self.mark = Some(self.busy);
-        }
+        let (at, advanced) = self.advance(event.at(), complete);
+        let sampled = complete && self.sample();
         if let Some(load) = event.load() {
             self.load = load;
         }
@@ -449,6 +399,83 @@ impl Tcc {
         if sampled || advanced {
             self.step(at);
         }
+    }
+
+    /// Time moves to `at` (never back): busy time grows by the span while saturated. The time
+    /// used, and whether busy time grew.
+    fn advance(&mut self, mut at: Duration, complete: bool) -> (Duration, bool) {
+        if let Some(last) = self.last_at {
+            if at < last {
+                self.clock_regressions += 1;
+                at = last;
+            }
+        }
+        let span = match self.last_at {
+            Some(last) if self.saturated => at - last,
+            _ => Duration::ZERO,
+        };
+        let credit = match &mut self.gap_rule {
+            Some(rule) => rule.credit(span, at, complete, self.target),
+            None => Some(span),
+        };
+        match credit {
+            Some(d) => self.busy += d,
+            None => self.mark = None,
+        }
+        self.last_at = Some(at);
+        (at, credit.is_some_and(|d| d > Duration::ZERO))
+    }
+
+    /// Completions of the other coordinated instances. While this one holds the turn (a cycle
+    /// under way) they are samples as its own are: the others hold their counts, so the
+    /// throughput its tests compare is the bottleneck's, and a step that only takes share from
+    /// them gains nothing. Outside the turn they are ignored: the steady state watches the
+    /// instance's own throughput, and other instances explore then.
+    fn handle_peers(&mut self, now: Duration, count: u32) {
+        // Starved, the instance takes no samples of its own either.
+        if !self.turns.holds(self.phase) || !self.saturated || count == 0 {
+            return;
+        }
+        let (at, advanced) = self.advance(now, false);
+        let mut sampled = false;
+        for _ in 0..count {
+            sampled |= self.sample();
+        }
+        if sampled || advanced {
+            self.step(at);
+        }
+    }
+
+    /// One completion: the busy time since the previous one is a sample once the configuration
+    /// has settled. Whether a sample was taken.
+    fn sample(&mut self) -> bool {
+        let mut sampled = false;
+        if let Some(mark) = self.mark {
+            let x = (self.busy - mark).as_secs_f64();
+            match self.settle {
+                Settle::Done => {
+                    self.cur.push(x);
+                    sampled = true;
+                    if self.phase != Phase::Steady {
+                        self.explored += 1;
+                    }
+                    if self.to_nstar.is_none() && self.cur.summary().batches >= self.params.n_star {
+                        self.to_nstar = Some(self.busy - self.config_start);
+                    }
+                }
+                Settle::Skip(k) => {
+                    self.settle = if k <= 1 {
+                        self.measure_from = Some(self.busy);
+                        Settle::Done
+                    } else {
+                        Settle::Skip(k - 1)
+                    };
+                }
+                Settle::InFlight => {}
+            }
+        }
+        self.mark = Some(self.busy);
+        sampled
     }
 
     /// A utilization report covers the busy time since the previous one; only its part after
@@ -1282,6 +1309,12 @@ impl Policy for Tcc {
                 self.launch(at, start);
             }
         }
+        (self.target != before).then_some(self.target)
+    }
+
+    fn on_peer_completions(&mut self, now: Duration, count: u32) -> Option<usize> {
+        let before = self.target;
+        self.handle_peers(now, count);
         (self.target != before).then_some(self.target)
     }
 

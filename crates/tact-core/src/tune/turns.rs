@@ -10,7 +10,7 @@
 //! This module only keeps the bookkeeping; [`Tcc`](super::Tcc) decides when a start is due and
 //! what a grant does.
 
-use super::policy::Reason;
+use super::policy::{Phase, Reason};
 
 /// A cycle start from Steady, with what decided it (for its transition and the counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +69,11 @@ impl Turns {
     /// The first cycle has not had its turn yet.
     pub fn first_waits(&self) -> bool {
         self.first
+    }
+
+    /// The instance holds the turn: coordinated, its first cycle granted, and exploring.
+    pub fn holds(&self, phase: Phase) -> bool {
+        self.on && !self.first && phase != Phase::Steady
     }
 
     /// A start from Steady waits.
