@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p tact-sim --example tune_claims [-- tune-claims.json]`
 //!
-//! About a minute on two cores (most of it the 20-seed runs).
+//! About three minutes on two cores (most of it the 20-seed runs and the X6 fronts).
 
 use std::thread;
 use std::time::Instant;
@@ -14,6 +14,7 @@ use tact_core::tune::params::min_cut;
 use tact_core::tune::TuneParams;
 use tact_sim::tune::claims::{self, Fig5Point, Fig5Spread, Protocol, SharePoint, Shared2, R_GRID};
 use tact_sim::tune::convergence::{self, ModeSummary, MODES, WORKLOADS};
+use tact_sim::tune::coord::{self, Fronts};
 use tact_sim::tune::experiments::{self as x, Check, SEEDS};
 use tact_sim::tune::hint;
 use tact_sim::tune::rows::{self, References, Rig, RowSummary, RIGS};
@@ -185,7 +186,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // ---- Experiments -----------------------------------------------------------------------
-    let (x1, x2, x3, x4, x5, x6, x7) = thread::scope(|s| {
+    let (x1, x2, x3, x4, x5, x6, x7, x7_vegas) = thread::scope(|s| {
         let a = s.spawn(|| {
             (
                 SEEDS.iter().map(|&k| x::x1_cpu(k)).collect::<Vec<_>>(),
@@ -207,9 +208,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 SEEDS.iter().map(|&k| x::x7_rows(k)).collect::<Vec<_>>(),
             )
         });
+        let c = s.spawn(|| SEEDS.iter().map(|&k| x::x7_vegas(k)).collect::<Vec<_>>());
         let (x1, x2, x3, x4) = a.join().unwrap();
         let (x5, x6, x7) = b.join().unwrap();
-        (x1, x2, x3, x4, x5, x6, x7)
+        (x1, x2, x3, x4, x5, x6, x7, c.join().unwrap())
     });
     let checks: Vec<Check> = [
         x::x1_checks(&x1),
@@ -219,6 +221,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         x::x5_checks(&x5),
         x::x6_checks(&x6),
         x::x7_checks(&x7),
+        x::x7_vegas_checks(&x7, &x7_vegas),
     ]
     .concat();
     println!("\n## Spec §5 experiments as oracle models: median [min–max] of seeds {SEEDS:?}\n");
@@ -239,6 +242,88 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("\nSteady counts, seed 1: X1 {:?}; X2 {} before, {:?} after; X3 {} before, {:?} after; X4 {:?}; X5 {} before, {:?} with the competitor, {:?} after; X6 solo {:?}, together {:?}",
         x1[0].counts, x2[0].count_before, x2[0].counts_after, x3[0].count_before, x3[0].counts_after,
         x4[0].counts, x5[0].count_before, x5[0].counts_during, x5[0].counts_after, x6[0].solo_counts, x6[0].counts);
+    println!(
+        "X7, seed 1: mean count after the warm-up, Vegas+ {:.1}, Vegas++ {:.1} (X₁ = {:.1}/s)",
+        x7_vegas[0].plus_count, x7_vegas[0].plus_plus_count, x7_vegas[0].x1
+    );
+
+    // ---- PSI as a saturation hint (spec §6, item 3) -----------------------------------------
+    let (x2_psi, x1_psi) = thread::scope(|s| {
+        let a = s.spawn(|| SEEDS.iter().map(|&k| x::x2_psi(k)).collect::<Vec<_>>());
+        let b = SEEDS.iter().map(|&k| x::x1_psi(k)).collect::<Vec<_>>();
+        (a.join().unwrap(), b)
+    });
+    println!("\n## PSI as a saturation hint (spec §6 item 3): X2 and X1 with PSI on and off, median [min–max] of seeds {SEEDS:?}\n");
+    println!("The host reads memory pressure every second: the model's thrashing share of time (1 − 1/17 past X2's threshold, else 0) as avg10, reported as memory some and full.\n");
+    println!("| claim | criterion | measured | verdict |");
+    println!("|---|---|---|---|");
+    for c in &x::psi_checks(&x2_psi, &x1_psi) {
+        let verdict = if c.pass == Some(true) {
+            "pass"
+        } else {
+            "**miss**"
+        };
+        println!(
+            "| {} | {} | {} | {} |",
+            c.id, c.criterion, c.measured, verdict
+        );
+    }
+    let (off, on) = (&x2_psi[0].off, &x2_psi[0].on);
+    println!(
+        "\nX2, seed 1: thrashing after the switch {:.1} s off, {:.1} s on (while exploring {:.1} s, {:.1} s); PSI decided {} step(s)",
+        off.thrashing_after, on.thrashing_after, off.thrashing_exploring, on.thrashing_exploring, on.psi_steps
+    );
+
+    // ---- Several instances on one bottleneck (spec §6, item 4) -----------------------------
+    let grid: Vec<(usize, bool)> = [2, 3, 4]
+        .into_iter()
+        .flat_map(|n| [(n, false), (n, true)])
+        .collect();
+    let fronts: Vec<Vec<Fronts>> = thread::scope(|s| {
+        let handles: Vec<_> = grid
+            .iter()
+            .flat_map(|&(n, hint)| coord::MODES.map(|turns| (n, hint, turns)))
+            .map(|(n, hint, turns)| {
+                s.spawn(move || {
+                    SEEDS
+                        .iter()
+                        .map(|&k| coord::fronts(n, turns, hint, k))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let coord_checks: Vec<coord::Check> = fronts.iter().flat_map(|r| coord::checks(r)).collect();
+    println!("\n## Several instances on one bottleneck (spec §6 item 4): X6 with 2–4 fronts, median [min–max] of seeds {SEEDS:?}\n");
+    println!("Fronts start 5 min apart, tact's defaults from 2 workers, Pareto spacing, {} s after the last start. Jain index and web's utilization from when every front has finished its first cycle; escalation: the largest sum of the fronts' latest steady counts once each has run {} cycles, over the first front's solo count.\n", coord::AFTER_LAST.as_secs(), coord::CYCLES);
+    println!("| fronts | mode | hint | Jain | web | escalation | shares, seed 1 | solo and last steady counts, seed 1 |");
+    println!("|---:|---|---|---|---|---|---|---|");
+    for runs in &fronts {
+        let r = &runs[0];
+        let checks = coord::checks(runs);
+        let cell =
+            |c: &coord::Check| format!("{}{}", c.measured, if c.pass { "" } else { " **miss**" });
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} → {:?} |",
+            r.n,
+            coord::mode_name(r.turns),
+            if r.hint { "on" } else { "off" },
+            cell(&checks[0]),
+            cell(&checks[1]),
+            cell(&checks[2]),
+            r.shares
+                .iter()
+                .map(|s| format!("{:.1}%", 100.0 * s))
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.solo,
+            r.counts
+                .iter()
+                .map(|c| c.last().copied().unwrap_or(0))
+                .collect::<Vec<_>>(),
+        );
+    }
 
     // ---- Faster convergence (spec §6, item 1) ----------------------------------------------
     let seeds: Vec<u64> = (1..=NOISY_SEEDS).collect();
@@ -441,9 +526,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "experiments": {
                 "checks": checks,
                 "x1": x1, "x2": x2, "x3": x3, "x4": x4, "x5": x5, "x6": x6, "x7": x7,
+                "x7_vegas": x7_vegas,
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
             "convergence": convergence,
+            "coordination": { "runs": fronts, "checks": coord_checks },
             "hint": {
                 "vm": [&vm_plain, &vm_hint],
                 "vm_room": rooms,

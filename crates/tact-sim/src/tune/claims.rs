@@ -167,7 +167,7 @@ pub fn figure5(topology: Topology, r: f64, how: Protocol) -> Fig5Point {
         utilization,
         best95_count,
         throughput_vs_best95: steady_tput / x(best95_count),
-        forced_decisions: pool.status.forced_decisions,
+        forced_decisions: pool.status.as_ref().expect("a TCC pool").forced_decisions,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Runs TCC controllers against a throughput model in virtual time (spec §4, oracle mode).
+//! Runs TCC controllers against a throughput model in virtual time (spec §4, oracle mode), and
+//! other policies by spec string for comparison (spec X7: Vegas+ and Vegas++).
 //!
 //! Each pool's completions form a renewal process whose rate is the model's throughput for the
 //! tasks currently in flight (all pools' counts together), with deterministic, exponential or
@@ -6,12 +7,20 @@
 //! a real pool: a larger target starts tasks at once (when there is work), a smaller one retires
 //! workers as their tasks complete. Time is integer nanoseconds; there are no threads and no
 //! clock reads, so a run is a pure function of its [`Scenario`].
+//!
+//! Pools may be coordinated ([`Turns`]): the driver is then the host of spec §6 item 4, holding
+//! one lock all pools take turns on, or granting every pool the turn at shared epochs, and
+//! telling every pool of the others' completions (`Policy::on_peer_completions`).
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tact_core::tune::{Decision, Event, Load, Phase, Policy, Status, Tcc, Transition, TuneParams};
+use tact_core::tune::{
+    policy_from_spec, Decision, Event, Load, Phase, Policy, Pressure, Status, Tcc, Transition,
+    TuneParams,
+};
 
 use super::model::{Operating, ThroughputModel};
 use crate::rng::SimRng;
@@ -60,9 +69,21 @@ pub struct Stall {
     pub length: Duration,
 }
 
+/// Completions carry a latency, for the latency-based baselines (TCC ignores it). By Little's
+/// law a task's mean response time is N/X at the counts in force; `fixed` of it is a timer every
+/// task waits out (the model's delay station), and the rest (service and queueing) is drawn with
+/// the scenario's spacing around its mean, since service times vary from task to task.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Latency {
+    pub fixed: Duration,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolSpec {
     pub params: TuneParams,
+    /// A policy spec ([`policy_from_spec`]: `vegas+`, `vegas++:x1=35.7`, ...) that runs the pool
+    /// instead of TCC; `params` then give only its first target (n_init) and its n_max.
+    pub policy: Option<String>,
     pub start: Duration,
     pub input: Input,
     /// The host reports the bottleneck's utilization (everyone's, competitors included) with
@@ -78,6 +99,7 @@ impl PoolSpec {
     pub fn new(params: TuneParams) -> Self {
         PoolSpec {
             params,
+            policy: None,
             start: Duration::ZERO,
             input: Input::Endless,
             hint: false,
@@ -89,6 +111,21 @@ impl PoolSpec {
     fn reports(&self, run: &PoolRun) -> bool {
         self.hint && (!self.hint_late || run.transitions.iter().any(|t| t.to == Phase::Steady))
     }
+}
+
+/// How the host coordinates the pools' explorations (spec §6 item 4; `Policy::coordinate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Turns {
+    /// Independent controllers, as without a host that coordinates.
+    Off,
+    /// Turn-taking: one exclusive lock. A pool that wants the turn and does not hold it queues
+    /// for it; the lock goes to the longest waiting (ties to the lower index) as soon as its
+    /// holder no longer wants it, and is granted at once.
+    Lock,
+    /// Loose synchronization: every started pool is granted the turn at each multiple of
+    /// `period` from time 0 (a no-op for a pool with nothing due).
+    Epoch { period: Duration },
 }
 
 #[derive(Clone)]
@@ -105,6 +142,14 @@ pub struct Scenario {
     pub seed: u64,
     /// End the run early once every pool has entered Steady this many times.
     pub stop_after_steady: Option<usize>,
+    /// None: completions carry no latency.
+    pub latency: Option<Latency>,
+    /// Coordination of the pools' controllers.
+    pub turns: Turns,
+    /// The host reads memory pressure every second on the ticks and reports it to every pool
+    /// (`Policy::on_pressure`; TCC acts on it with `TuneParams::psi`), as `tact tune` does: the
+    /// model's [`ThroughputModel::memory_stall`] averaged as PSI's `avg10` (`MemoryPsi`).
+    pub pressure: bool,
 }
 
 impl Scenario {
@@ -119,6 +164,9 @@ impl Scenario {
             tick: Duration::from_millis(100),
             seed: 1,
             stop_after_steady: None,
+            latency: None,
+            turns: Turns::Off,
+            pressure: false,
         }
     }
 }
@@ -133,7 +181,7 @@ pub struct Segment {
     /// Tasks in flight per pool.
     pub counts: Vec<usize>,
     pub targets: Vec<usize>,
-    /// None before a pool starts.
+    /// None before a pool starts, and for a pool run by another policy than TCC.
     pub phases: Vec<Option<Phase>>,
     pub op: Operating,
 }
@@ -151,8 +199,11 @@ pub struct PoolRun {
     pub transitions: Vec<Transition>,
     /// Every verdict of the test, with the counts it compared and the samples it cost.
     pub decisions: Vec<Decision>,
+    /// With [`Turns`]: when the host's grant started a cycle (the first, or one due in Steady).
+    pub grants: Vec<Duration>,
     pub completions: u64,
-    pub status: Status,
+    /// TCC's status at the end; None for another policy.
+    pub status: Option<Status>,
 }
 
 impl PoolRun {
@@ -242,8 +293,67 @@ impl Run {
 /// A large number standing for "more work than any pool can take".
 const ENDLESS: usize = 1 << 30;
 
+/// What runs a pool: TCC, or another policy, which has no states and no verdicts to record.
+enum Controller {
+    Tcc(Box<Tcc>),
+    Other(Box<dyn Policy + Send>),
+}
+
+impl Controller {
+    fn new(spec: &PoolSpec) -> Self {
+        let p = &spec.params;
+        match &spec.policy {
+            None => Controller::Tcc(Box::new(Tcc::new(p.clone()).expect("valid parameters"))),
+            Some(s) => {
+                Controller::Other(policy_from_spec(s, p.n_init, p.n_max).expect("valid spec"))
+            }
+        }
+    }
+
+    fn phase(&self) -> Option<Phase> {
+        match self {
+            Controller::Tcc(t) => Some(t.phase()),
+            Controller::Other(_) => None,
+        }
+    }
+
+    fn status(&self) -> Option<Status> {
+        match self {
+            Controller::Tcc(t) => Some(t.status()),
+            Controller::Other(_) => None,
+        }
+    }
+
+    fn drain_decisions(&mut self) -> Vec<Decision> {
+        match self {
+            Controller::Tcc(t) => t.drain_decisions(),
+            Controller::Other(_) => Vec::new(),
+        }
+    }
+}
+
+impl Deref for Controller {
+    type Target = dyn Policy + Send;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Controller::Tcc(t) => t.as_ref(),
+            Controller::Other(p) => p.as_ref(),
+        }
+    }
+}
+
+impl DerefMut for Controller {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Controller::Tcc(t) => t.as_mut(),
+            Controller::Other(p) => p.as_mut(),
+        }
+    }
+}
+
 struct Pool {
-    tcc: Tcc,
+    policy: Controller,
     spec: PoolSpec,
     active: bool,
     in_flight: usize,
@@ -251,6 +361,8 @@ struct Pool {
     next: Option<u64>,
     next_arrival: Option<u64>,
     rng: SimRng,
+    /// Draws latencies, apart from `rng` so that completions are the same with or without.
+    latency_rng: SimRng,
     run: PoolRun,
 }
 
@@ -259,10 +371,22 @@ impl Pool {
         Load::new(self.in_flight, self.queued)
     }
 
+    /// Grants the turn, and records it when it starts a cycle: the first grant starts the first
+    /// cycle, a later one the cycle due in Steady (a grant during a cycle is a no-op).
+    fn grant(&mut self, at: Duration) {
+        let starts = self.policy.wants_turn()
+            && (self.run.grants.is_empty() || self.policy.phase() == Some(Phase::Steady));
+        let answer = self.policy.grant_turn(at);
+        if starts {
+            self.run.grants.push(at);
+        }
+        self.apply(at, answer);
+    }
+
     /// Starts tasks up to the target while there is work; whether any started.
     fn fill(&mut self) -> bool {
         let mut started = false;
-        while self.in_flight < self.tcc.target() && self.queued > 0 {
+        while self.in_flight < self.policy.target() && self.queued > 0 {
             self.in_flight += 1;
             if self.queued != ENDLESS {
                 self.queued -= 1;
@@ -270,6 +394,13 @@ impl Pool {
             started = true;
         }
         started
+    }
+
+    /// The latency of a task completing now, at throughput `rate` with the current count.
+    fn latency(&mut self, l: Latency, rate: f64, spacing: Spacing) -> Duration {
+        let fixed = l.fixed.as_secs_f64();
+        let rest = (self.in_flight as f64 / rate - fixed).max(0.0);
+        Duration::from_secs_f64(fixed + spacing.draw(&mut self.latency_rng, rest))
     }
 
     /// Applies a controller answer: record it, start tasks, report the starts (which may
@@ -281,7 +412,8 @@ impl Pool {
             if !self.fill() {
                 return;
             }
-            answer = self.tcc.on_start(now, self.load());
+            let load = self.load();
+            answer = self.policy.on_start(now, load);
         }
     }
 }
@@ -301,8 +433,11 @@ pub fn run(sc: &Scenario) -> Run {
         .iter()
         .enumerate()
         .map(|(i, spec)| {
-            let tcc = Tcc::new(spec.params.clone()).expect("valid parameters");
-            new_pool(tcc, spec, i, sc.seed)
+            let mut policy = Controller::new(spec);
+            if sc.turns != Turns::Off {
+                policy.coordinate();
+            }
+            new_pool(policy, spec, i, sc.seed)
         })
         .collect();
     let mut model: Arc<dyn ThroughputModel> = sc.model.clone();
@@ -317,10 +452,18 @@ pub fn run(sc: &Scenario) -> Run {
     let end = ns(sc.duration);
     let tick = ns(sc.tick).max(1);
     let mut next_tick = tick;
+    let mut lock = Lock {
+        holder: None,
+        asked: vec![None; pools.len()],
+    };
+    // The first epoch is at 0: a pool that starts then is granted its first cycle at once.
+    let mut next_epoch: u64 = 0;
     let mut stall_rng = SimRng::stream(sc.seed, 0x57A1);
     let mut segments: Vec<Segment> = Vec::new();
     let mut now: u64 = 0;
     let mut op = model.at(&counts(&pools));
+    let mut stall = model.memory_stall(&counts(&pools));
+    let mut psi = MemoryPsi::default();
     let mut stopped = false;
     // The bottleneck's utilization integrated since the last tick, for the pools with a hint.
     let (mut util_sum, mut util_time) = (0.0f64, 0.0f64);
@@ -333,6 +476,7 @@ pub fn run(sc: &Scenario) -> Run {
         Arrival(usize),
         Completion(usize),
         Tick,
+        Epoch,
     }
 
     loop {
@@ -357,6 +501,9 @@ pub fn run(sc: &Scenario) -> Run {
             }
         }
         offer(next_tick, Kind::Tick);
+        if let Turns::Epoch { .. } = sc.turns {
+            offer(next_epoch, Kind::Epoch);
+        }
         let (t, kind) = best.expect("the tick is always offered");
         if t >= end {
             break;
@@ -364,6 +511,7 @@ pub fn run(sc: &Scenario) -> Run {
         let dt = (t - now) as f64 * 1e-9;
         util_sum += op.bottleneck * dt;
         util_time += dt;
+        psi.accrue(stall, dt);
         now = t;
         let at = dur(now);
         let before = counts(&pools);
@@ -377,7 +525,7 @@ pub fn run(sc: &Scenario) -> Run {
             Kind::Start(i) => {
                 let p = &mut pools[i];
                 p.active = true;
-                p.run.targets.push((at, p.tcc.target()));
+                p.run.targets.push((at, p.policy.target()));
                 match p.spec.input {
                     Input::Endless => p.queued = ENDLESS,
                     Input::Blocks { size, every } => {
@@ -386,7 +534,8 @@ pub fn run(sc: &Scenario) -> Run {
                     }
                 }
                 p.fill();
-                let answer = p.tcc.on_start(at, p.load());
+                let load = p.load();
+                let answer = p.policy.on_start(at, load);
                 p.apply(at, answer);
             }
             Kind::Arrival(i) => {
@@ -398,43 +547,68 @@ pub fn run(sc: &Scenario) -> Run {
                 let started = p.fill();
                 let load = p.load();
                 let answer = if started {
-                    p.tcc.on_start(at, load)
+                    p.policy.on_start(at, load)
                 } else {
-                    p.tcc.on_load(at, load)
+                    p.policy.on_load(at, load)
                 };
                 p.apply(at, answer);
             }
             Kind::Completion(i) => {
                 let p = &mut pools[i];
+                let latency = sc.latency.map(|l| p.latency(l, op.rates[i], sc.spacing));
                 p.in_flight -= 1;
                 p.run.completions += 1;
                 p.fill();
-                let answer = p.tcc.on_event(Event::Complete {
-                    at,
-                    load: p.load(),
-                    latency: None,
-                });
+                let load = p.load();
+                let answer = p.policy.on_event(Event::Complete { at, load, latency });
                 p.apply(at, answer);
                 p.next = None;
                 redraw = Some(i);
+                // Coordinated, a pool exploring judges the bottleneck's throughput: all of them.
+                if sc.turns != Turns::Off {
+                    for (j, peer) in pools.iter_mut().enumerate() {
+                        if j != i && peer.active {
+                            let answer = peer.policy.on_peer_completions(at, 1);
+                            peer.apply(at, answer);
+                        }
+                    }
+                }
             }
             Kind::Tick => {
                 next_tick += tick;
                 let util = (util_time > 0.0).then(|| util_sum / util_time);
                 (util_sum, util_time) = (0.0, 0.0);
+                let pressure = if sc.pressure { psi.read(now) } else { None };
                 for p in pools.iter_mut().filter(|p| p.active) {
                     let answer = match util {
-                        Some(u) if p.spec.reports(&p.run) => p.tcc.on_hint(at, u),
-                        _ => p.tcc.on_tick(at),
+                        Some(u) if p.spec.reports(&p.run) => p.policy.on_hint(at, u),
+                        _ => p.policy.on_tick(at),
                     };
                     p.apply(at, answer);
+                    // After the tick's own event, as the library hosts report it.
+                    if let Some(reading) = pressure {
+                        let answer = p.policy.on_pressure(at, reading);
+                        p.apply(at, answer);
+                    }
                 }
             }
+            Kind::Epoch => {
+                if let Turns::Epoch { period } = sc.turns {
+                    next_epoch += ns(period).max(1);
+                }
+                for p in pools.iter_mut().filter(|p| p.active) {
+                    p.grant(at);
+                }
+            }
+        }
+        if sc.turns == Turns::Lock {
+            lock.pass(&mut pools, now);
         }
         let after = counts(&pools);
         let changed = after != before || kind == Kind::Change;
         if changed {
             op = model.at(&after);
+            stall = model.memory_stall(&after);
         }
         for (i, p) in pools.iter_mut().enumerate() {
             if !p.active {
@@ -443,8 +617,8 @@ pub fn run(sc: &Scenario) -> Run {
             if changed || redraw == Some(i) || p.next.is_none() {
                 p.next = next_completion(p, op.rates[i], now, sc, &mut stall_rng);
             }
-            p.run.transitions.extend(p.tcc.drain_trace());
-            p.run.decisions.extend(p.tcc.drain_decisions());
+            p.run.transitions.extend(p.policy.drain_trace());
+            p.run.decisions.extend(p.policy.drain_decisions());
         }
         track(&mut segments, at, model_idx, &pools, &op);
         if let Some(k) = sc.stop_after_steady {
@@ -470,9 +644,9 @@ pub fn run(sc: &Scenario) -> Run {
         pools: pools
             .into_iter()
             .map(|mut p| {
-                p.run.transitions.extend(p.tcc.drain_trace());
-                p.run.decisions.extend(p.tcc.drain_decisions());
-                p.run.status = p.tcc.status();
+                p.run.transitions.extend(p.policy.drain_trace());
+                p.run.decisions.extend(p.policy.drain_decisions());
+                p.run.status = p.policy.status();
                 p.run
             })
             .collect(),
@@ -480,10 +654,88 @@ pub fn run(sc: &Scenario) -> Run {
     }
 }
 
-fn new_pool(tcc: Tcc, spec: &PoolSpec, i: usize, seed: u64) -> Pool {
-    let status = tcc.status();
+/// The lock of [`Turns::Lock`]: its holder, and since when each other pool waits for it.
+struct Lock {
+    holder: Option<usize>,
+    asked: Vec<Option<u64>>,
+}
+
+impl Lock {
+    /// After an event: the holder gives the lock up once it no longer wants the turn, waiting
+    /// pools queue, and a free lock goes to the longest waiting, granted at once.
+    fn pass(&mut self, pools: &mut [Pool], now: u64) {
+        if self.holder.is_some_and(|h| !pools[h].policy.wants_turn()) {
+            self.holder = None;
+        }
+        for (i, p) in pools.iter().enumerate() {
+            let waits = p.active && self.holder != Some(i) && p.policy.wants_turn();
+            self.asked[i] = if waits {
+                self.asked[i].or(Some(now))
+            } else {
+                None
+            };
+        }
+        if self.holder.is_some() {
+            return;
+        }
+        let next = (0..pools.len())
+            .filter_map(|i| self.asked[i].map(|t| (t, i)))
+            .min();
+        if let Some((_, i)) = next {
+            self.asked[i] = None;
+            self.holder = Some(i);
+            pools[i].grant(dur(now));
+        }
+    }
+}
+
+/// PSI's memory figures as the host of [`Scenario::pressure`] reads them: every second, the
+/// share of the time since the last read that the tasks stalled on memory enters an exponential
+/// average with a 10 s time constant, as the kernel's `avg10` (which updates every 2 s), reported
+/// as both `some` and `full` (the model's stalls are all tasks at once); io is 0, no model here
+/// waits on a disk for memory.
+#[derive(Debug, Default)]
+struct MemoryPsi {
+    /// Stalled seconds and seconds since the last read.
+    stalled: f64,
+    time: f64,
+    avg10: f64,
+    /// Nanoseconds of the next read.
+    next: u64,
+}
+
+impl MemoryPsi {
+    const PERIOD: Duration = Duration::from_secs(1);
+    const WINDOW: f64 = 10.0;
+
+    /// `dt` seconds passed with the tasks stalled `stall` of the time.
+    fn accrue(&mut self, stall: f64, dt: f64) {
+        self.stalled += stall * dt;
+        self.time += dt;
+    }
+
+    /// The reading at `now` (nanoseconds), once a period has passed since the last one.
+    fn read(&mut self, now: u64) -> Option<Pressure> {
+        if now < self.next || self.time <= 0.0 {
+            return None;
+        }
+        self.next = now + ns(Self::PERIOD);
+        let share = self.stalled / self.time;
+        let decay = (-self.time / Self::WINDOW).exp();
+        self.avg10 = share + (self.avg10 - share) * decay;
+        (self.stalled, self.time) = (0.0, 0.0);
+        Some(Pressure {
+            memory_some: self.avg10,
+            memory_full: self.avg10,
+            io_full: 0.0,
+        })
+    }
+}
+
+fn new_pool(policy: Controller, spec: &PoolSpec, i: usize, seed: u64) -> Pool {
+    let status = policy.status();
     Pool {
-        tcc,
+        policy,
         spec: spec.clone(),
         active: false,
         in_flight: 0,
@@ -491,10 +743,12 @@ fn new_pool(tcc: Tcc, spec: &PoolSpec, i: usize, seed: u64) -> Pool {
         next: None,
         next_arrival: None,
         rng: SimRng::stream(seed, 1 + i as u64),
+        latency_rng: SimRng::stream(seed, 0x1A7E_0000 + i as u64),
         run: PoolRun {
             targets: Vec::new(),
             transitions: Vec::new(),
             decisions: Vec::new(),
+            grants: Vec::new(),
             completions: 0,
             status,
         },
@@ -530,8 +784,8 @@ fn track(segments: &mut Vec<Segment>, at: Duration, model: usize, pools: &[Pool]
             && s.op == *op
             && pools.iter().enumerate().all(|(i, p)| {
                 s.counts[i] == p.in_flight
-                    && s.targets[i] == p.tcc.target()
-                    && s.phases[i] == p.active.then(|| p.tcc.phase())
+                    && s.targets[i] == p.policy.target()
+                    && s.phases[i] == p.active.then(|| p.policy.phase()).flatten()
             })
     });
     if same {
@@ -545,10 +799,10 @@ fn track(segments: &mut Vec<Segment>, at: Duration, model: usize, pools: &[Pool]
         to: at,
         model,
         counts: pools.iter().map(|p| p.in_flight).collect(),
-        targets: pools.iter().map(|p| p.tcc.target()).collect(),
+        targets: pools.iter().map(|p| p.policy.target()).collect(),
         phases: pools
             .iter()
-            .map(|p| p.active.then(|| p.tcc.phase()))
+            .map(|p| p.active.then(|| p.policy.phase()).flatten())
             .collect(),
         op: op.clone(),
     });

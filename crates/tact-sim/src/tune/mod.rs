@@ -10,6 +10,8 @@
 //! - [`claims`]: the paper's analysis (Figure 5, equation 6, Theorem 1) as functions, shared by
 //!   the tests and `examples/tune_claims.rs`.
 //! - [`experiments`]: the spec's experiments X1–X7 as oracle models, with their pass criteria.
+//! - [`coord`]: X6 with 2–4 fronts, independent, taking turns or synchronized at epochs (spec §6
+//!   item 4).
 //! - [`convergence`]: slow start, fast mode and warm start against paper mode (spec §6, item 1).
 //! - [`rows`]: where each Table 1 row settles on the X1 rig's curve, against G1–G2 and the
 //!   fair share a count implies (issue 6).
@@ -18,6 +20,7 @@
 
 pub mod claims;
 pub mod convergence;
+pub mod coord;
 pub mod driver;
 pub mod experiments;
 pub mod hint;

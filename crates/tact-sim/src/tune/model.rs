@@ -3,8 +3,9 @@
 //! These are the paper's oracle (§3.2): TCC reads throughput from a model instead of a live
 //! system. [`Closed`] wraps a single-class MVA curve (machine-repairman, event escalation, event
 //! enrichment); [`ProportionalShare`] is the constant-competitor model of §3.3; [`Pair`] holds
-//! two pools (or a pool and a competitor) on a two-class network; [`Thrash`] and [`Knee`] are the
-//! memory-thrashing and disk models of the spec's extra scenarios.
+//! two pools (or a pool and a competitor) on a two-class network; [`Alike`] holds any number of
+//! pools whose tasks are alike; [`Thrash`] and [`Knee`] are the memory-thrashing and disk models
+//! of the spec's extra scenarios.
 
 use std::sync::Arc;
 
@@ -28,6 +29,14 @@ pub trait ThroughputModel: Send + Sync {
     fn pools(&self) -> usize;
     fn at(&self, counts: &[usize]) -> Operating;
     fn name(&self) -> String;
+
+    /// The share of time the tasks stall on memory at these counts, which the driver reports as
+    /// PSI's memory `some` and `full` (`Scenario::pressure`). None of the MVA models waits on
+    /// memory: 0 unless a model says otherwise ([`Thrash`]).
+    fn memory_stall(&self, counts: &[usize]) -> f64 {
+        let _ = counts;
+        0.0
+    }
 }
 
 /// A single-class closed network solved by exact MVA.
@@ -227,6 +236,67 @@ impl ThroughputModel for Pair {
     }
 }
 
+/// Any number of pools whose tasks make the same demands on one network (X6's fronts: same
+/// code, same core, same web). A product-form network whose classes have equal demands at every
+/// station behaves as one class of all their tasks, each class taking the total throughput in
+/// proportion to its population: exact, not an approximation (the two-class case is checked
+/// against [`TwoClass`]). So k pools cost one single-class solution.
+#[derive(Debug, Clone)]
+pub struct Alike {
+    name: String,
+    net: Network,
+    bottleneck: usize,
+    pools: usize,
+}
+
+impl Alike {
+    /// `pools` pools on `stations`; populations are solved up to `n_max` tasks in all.
+    pub fn new(name: impl Into<String>, stations: &[Station], pools: usize, n_max: usize) -> Self {
+        let net = Network::solve(stations, n_max);
+        let bottleneck = net.bottleneck();
+        Alike {
+            name: name.into(),
+            net,
+            bottleneck,
+            pools,
+        }
+    }
+
+    pub fn network(&self) -> &Network {
+        &self.net
+    }
+}
+
+impl ThroughputModel for Alike {
+    fn pools(&self) -> usize {
+        self.pools
+    }
+
+    fn at(&self, counts: &[usize]) -> Operating {
+        let total: usize = counts.iter().sum();
+        let u = self.net.utilization(total, self.bottleneck);
+        let part = |c: usize| {
+            if total > 0 {
+                c as f64 / total as f64
+            } else {
+                0.0
+            }
+        };
+        Operating {
+            rates: counts
+                .iter()
+                .map(|&c| self.net.throughput(total) * part(c))
+                .collect(),
+            bottleneck: u,
+            shares: counts.iter().map(|&c| u * part(c)).collect(),
+        }
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
 /// Memory thrashing: past `threshold` tasks in flight (summed over pools), every rate and the
 /// bottleneck's useful utilization fall by `factor` (17× in the spec's thrash model).
 #[derive(Clone)]
@@ -253,6 +323,17 @@ impl ThroughputModel for Thrash {
             op.bottleneck /= self.factor;
         }
         op
+    }
+
+    /// Thrashing, the work goes on 1/factor as fast: the rest of the time every task waits for
+    /// its pages to come back (refaults), so memory `full` (all non-idle tasks stalled), and
+    /// with it `some`, is 1 − 1/factor (94% at 17×). Below the threshold nothing stalls.
+    fn memory_stall(&self, counts: &[usize]) -> f64 {
+        if counts.iter().sum::<usize>() > self.threshold {
+            1.0 - 1.0 / self.factor
+        } else {
+            self.inner.memory_stall(counts)
+        }
     }
 
     fn name(&self) -> String {
