@@ -74,9 +74,15 @@ class Controller:
     ``coordinate="KEY"`` TCC takes turns with the other pools and ``tact tune`` runs on KEY
     (``coordinate_mode="turns"``: one measures at a time, through a lock file; ``"epoch"``:
     cycles start at multiples of ``epoch`` seconds, 60 by default), checked on every
-    ``on_tick`` and ``on_hint``; ``turns(now)`` counts them. Raises ValueError on an unknown
-    policy or parameter, parameters that break TCC's friendliness conditions, or a bad key;
-    OSError when the lock directory cannot be used."""
+    ``on_tick`` and ``on_hint``; ``turns(now)`` counts them. With ``key="NAME"`` (TCC only) a
+    count recorded under NAME becomes TCC's warm start (at most ``n_max``; a ``warm`` parameter
+    given wins), and each entry into Steady records TCC's count there, in ``key_dir`` (default
+    ``tact tune --key``'s directory: ``$XDG_STATE_HOME/tact/tune``, root's
+    ``/var/lib/tact/tune``, else ``~/.local/state/tact/tune``); a record that cannot be used,
+    and the first write that fails, are a RuntimeWarning each. Raises ValueError on an unknown
+    policy or parameter, parameters that break TCC's friendliness conditions, a bad
+    coordination key, a key that is not a plain file name (letters, digits, ``.``, ``_``,
+    ``-``), or a key with another policy; OSError when the lock directory cannot be used."""
 
     def __init__(
         self,
@@ -88,6 +94,8 @@ class Controller:
         coordinate: Optional[str] = None,
         coordinate_mode: str = "turns",
         epoch: Optional[float] = None,
+        key: Optional[str] = None,
+        key_dir: Optional[Union[str, os.PathLike[str]]] = None,
         **params: Any,
     ) -> None: ...
     def on_complete(

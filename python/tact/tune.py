@@ -81,6 +81,10 @@ class ControllerStatus(TypedDict, total=False):
     forced_decisions: int
     clock_regressions: int
     trace_dropped: int
+    #: The count of the last entry into Steady (what ``key`` records); None before the first.
+    steady_count: Optional[int]
+    #: The count TCC warm-started from (``key``'s record, or a ``warm`` given); None: cold.
+    warm: Optional[int]
     #: The bottleneck's mean utilization over the configuration being measured, when a
     #: ``bottleneck`` source covered at least half of its busy time.
     utilization: Optional[float]
@@ -254,6 +258,14 @@ class AdaptiveExecutor(Executor):
         ``coordinate_mode="turns"`` (default; one at a time) or ``"epoch"`` (with ``epoch``
         seconds, 60 by default: cycles start together, for three or more). ``turns()`` counts
         them.
+    key: a name for the workload (e.g. ``"thumbnails"``), shared with ``tact tune --key`` and
+        tact-lib's pools: a count TCC settled on under this key before becomes its warm start
+        (its first cycle starts at that count's cut, without slow start; at most
+        ``max_workers``), and each entry into Steady records the count, in ``key_dir`` (default
+        ``$XDG_STATE_HOME/tact/tune``, else ``~/.local/state/tact/tune``). TCC only (ValueError
+        with another policy). A record that cannot be used, or written, is a RuntimeWarning:
+        the executor starts cold, or goes on unrecorded. ``status()`` shows ``warm`` and
+        ``steady_count``.
     params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters;
         ``psi=True`` has the ticker thread read ``/proc/pressure`` at most once a second, outside
         the executor's lock, for TCC's PSI rules (``status()`` shows the latest ``pressure``
@@ -468,7 +480,8 @@ class AdaptiveSemaphore:
     same task's acquire. A smaller target takes effect as permits are released: holders keep
     theirs, and no waiter gets one until fewer than the target are held.
 
-    policy, bottleneck and params: as for :class:`AdaptiveExecutor`; a callable ``bottleneck``
+    policy, bottleneck, key and params: as for :class:`AdaptiveExecutor` (a key's
+    count is at most ``max_permits``); a callable ``bottleneck``
     runs in the event loop (the semaphore's ticker task, while the semaphore is in use), so it
     must not block; with ``psi=True`` that task also reads ``/proc/pressure``, at most once a
     second (a few small files). Use it from one event loop.

@@ -706,3 +706,99 @@ def test_executor_takes_its_turn(tmp_path: Path, monkeypatch):
         assert ex.turns()["turns"] == 1
     with tact.AdaptiveExecutor(8) as ex:
         assert ex.turns() is None
+
+
+# Warm start per workload key (key=NAME)
+
+#: TCC that goes Base -> Max -> Steady at its only count (n_init = n_max, no Remove): a steady
+#: count that does not depend on the throughput it measures.
+SETTLING = dict(remove=False, n_star=3, batch_min=1, dwell=0.1, max_dwell=0.1)
+
+
+def _record(key_dir: Path, key: str) -> dict:
+    import json
+
+    return json.loads((key_dir / f"{key}.json").read_text())
+
+
+def test_a_settled_executor_records_its_count_and_the_next_starts_from_it(tmp_path: Path):
+    with tact.AdaptiveExecutor(4, n_init=4, key="thumbs", key_dir=tmp_path, **SETTLING) as ex:
+        assert ex.status()["warm"] is None
+        deadline = time.monotonic() + TIMEOUT
+        while ex.status()["phase"] != "steady":
+            assert time.monotonic() < deadline, ex.status()
+            wait([ex.submit(time.sleep, 0.001) for _ in range(20)])
+        assert ex.status()["steady_count"] == 4
+    assert _record(tmp_path, "thumbs")["steady_count"] == 4
+    # The next executor with the key starts TCC's first cycle at 4's cut (3), not at n_init 1.
+    with tact.AdaptiveExecutor(16, n_init=1, key="thumbs", key_dir=tmp_path) as ex:
+        assert ex.status()["warm"] == 4
+        assert ex.targets == [(0.0, 3)]
+    # So does a semaphore; one of at most 2 permits lowers the count; a warm of one's own wins.
+    assert tact.AdaptiveSemaphore(16, n_init=1, key="thumbs", key_dir=tmp_path).target == 3
+    small = tact.Controller(n_init=1, n_max=2, key="thumbs", key_dir=tmp_path)
+    assert small.status()["warm"] == 2
+    own = tact.Controller(n_init=1, n_max=16, warm=8, key="thumbs", key_dir=tmp_path)
+    assert own.status()["warm"] == 8
+    assert tact.Controller(n_max=16, warm=None).status()["warm"] is None
+    with pytest.raises(TypeError, match="warm must be an integer"):
+        tact.Controller(n_max=16, warm="8")
+    # A tcc spec with a key is TCC too.
+    spec = tact.Controller("tcc:q=0.14", n_init=1, n_max=16, key="thumbs", key_dir=tmp_path)
+    assert spec.status()["warm"] == 4
+
+
+def test_a_key_defaults_to_the_state_directory(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    keys = tmp_path / "tact" / "tune"
+    keys.mkdir(parents=True)
+    (keys / "hand.json").write_text('{"steady_count": 6, "command": "by hand"}')
+    c = tact.Controller(n_init=1, n_max=16, key="hand")
+    assert c.status()["warm"] == 6
+    assert c.target == 4  # 6's cut
+
+
+def test_bad_keys_are_refused(tmp_path: Path):
+    for kwargs, words in [
+        (dict(key="../escape"), "is not a key"),
+        (dict(key=".hidden"), "is not a key"),
+        (dict(key="a b"), "is not a key"),
+        (dict(key_dir=str(tmp_path)), "key_dir goes with key"),
+        (dict(policy="aimd", key="k"), "warm start is TCC's"),
+        (dict(policy="static:2", key="k"), "warm start is TCC's"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            tact.Controller(n_max=8, key_dir=kwargs.pop("key_dir", tmp_path), **kwargs)
+    with pytest.raises(ValueError, match="is not a key"):
+        tact.AdaptiveExecutor(4, key="a/b", key_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _settle(c: tact.Controller) -> None:
+    """Saturated completions 1 ms apart until TCC is in Steady."""
+    for i in range(1, 5000):
+        c.on_complete(i / 1000, c.target, 10)
+        if c.status()["phase"] == "steady":
+            return
+    raise AssertionError(c.status())
+
+
+def test_a_store_that_fails_warns_and_never_fails_the_controller(tmp_path: Path):
+    (tmp_path / "bad.json").write_text("seven")
+    with pytest.warns(RuntimeWarning, match="ignoring .*bad.json.*starting cold"):
+        c = tact.Controller(n_init=2, n_max=2, key="bad", key_dir=tmp_path, **SETTLING)
+    assert c.status()["warm"] is None
+    _settle(c)
+    assert _record(tmp_path, "bad")["steady_count"] == 2, "replaced at the first Steady"
+
+    (tmp_path / "file").write_text("")
+    with pytest.warns(RuntimeWarning, match="cannot read it"):
+        c = tact.Controller(n_init=2, n_max=2, key="lost", key_dir=tmp_path / "file", **SETTLING)
+    with pytest.warns(RuntimeWarning, match="cannot record key lost"):
+        _settle(c)
+    # Told once: the controller goes on unrecorded.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(5000, 5100):
+            c.on_complete(i / 1000, c.target, 10)
+    assert (tmp_path / "file").read_text() == ""

@@ -12,6 +12,7 @@
 //! reading, which reads files under `/proc` or `/sys`.
 
 use std::ffi::CString;
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,7 @@ use tact_core::tune::{
     policy_from_spec, tcc_params_from_spec, Event, Load, Policy, Pressure, Status, Tcc, Transition,
     TuneParams,
 };
+use tact_lib::tune::warm::{self, Keyed, WarmStore};
 use tact_lib::tune::{CoordinateMode, Turns};
 use tact_linux::probe::bottleneck::{self as probe, BottleneckSpec, FORMS};
 use tact_linux::probe::psi::{PsiReader, PSI_PERIOD};
@@ -84,14 +86,26 @@ impl Engine {
 /// "epoch" (cycles start at multiples of `epoch` seconds, 60 by default, on the real-time
 /// clock; for three or more instances). `turns()` tells the turns taken.
 ///
+/// key="NAME": warm start per workload key, shared with `tact tune --key` and tact-lib's pools
+/// (`docs/tune.md`, "Pools in Rust"): a count recorded under NAME becomes TCC's warm start
+/// (`warm`: the first cycle starts at its cut, without slow start; lowered to n_max), and each
+/// entry into Steady records TCC's count under NAME, in key_dir (default: `$XDG_STATE_HOME/tact/
+/// tune`, root's `/var/lib/tact/tune`, else `~/.local/state/tact/tune`). A record that cannot be
+/// used, and the first write that fails, are a RuntimeWarning each: the controller starts cold,
+/// or goes on unrecorded. A `warm` parameter of the caller's own wins over the record.
+/// `status()` shows the `warm` start and the last `steady_count`.
+///
 /// Raises ValueError on an unknown policy or parameter, or parameters that break TCC's
-/// friendliness conditions (the message names the condition and the nearest valid values), or
-/// a bad coordination key; OSError when the lock directory cannot be used.
+/// friendliness conditions (the message names the condition and the nearest valid values), a
+/// bad coordination key, a key that is not a plain file name, or a key with a policy other than
+/// TCC (only TCC has a steady count); OSError when the lock directory cannot be used.
 #[pyclass(frozen, module = "tact._tact")]
 pub(crate) struct Controller {
     engine: Mutex<Engine>,
     /// `coordinate`'s turns; locked inside the engine's lock.
     turns: Mutex<Option<Turns>>,
+    /// `key`'s record of TCC's steady counts; locked inside the engine's lock.
+    keyed: Mutex<Option<Keyed>>,
     /// Where TCC's `psi` reads PSI, and when it last did; None when `psi` is off or PSI could
     /// not be read. A lock of its own: a reading must not hold up the engine.
     psi: Mutex<Option<Psi>>,
@@ -107,7 +121,8 @@ impl Controller {
     #[new]
     #[pyo3(signature = (
         policy = "tcc", *, n_init = None, n_max = 64, saturation_unseen = false,
-        coordinate = None, coordinate_mode = "turns", epoch = None, **params
+        coordinate = None, coordinate_mode = "turns", epoch = None, key = None, key_dir = None,
+        **params
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -119,13 +134,19 @@ impl Controller {
         coordinate: Option<&str>,
         coordinate_mode: &str,
         epoch: Option<f64>,
+        key: Option<&str>,
+        key_dir: Option<PathBuf>,
         params: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         if n_max == 0 {
             return Err(PyValueError::new_err("n_max = 0: at least one worker"));
         }
         let n_init = n_init.unwrap_or_else(|| online_cpus().min(n_max));
-        let mut engine = build(policy, n_init, n_max, params)?;
+        let store = store(key, key_dir)?;
+        let (mut engine, keyed, unusable) = build(policy, n_init, n_max, params, store)?;
+        if let Some(why) = unusable {
+            warn(py, &format!("tact: {why}"))?;
+        }
         if saturation_unseen {
             // Before the first event, as the trait asks.
             engine.policy().saturation_unseen();
@@ -151,6 +172,7 @@ impl Controller {
         Ok(Controller {
             engine: Mutex::new(engine),
             turns: Mutex::new(turns),
+            keyed: Mutex::new(keyed),
             psi: Mutex::new(psi),
         })
     }
@@ -174,7 +196,7 @@ impl Controller {
             load: Load::new(in_flight, queued),
             latency,
         };
-        Ok(self.with_policy(py, |policy| policy.on_event(event)))
+        self.with_policy(py, |policy| policy.on_event(event))
     }
 
     /// Workers took tasks outside a completion (after a target increase, when input arrived).
@@ -187,7 +209,7 @@ impl Controller {
     ) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         let load = Load::new(in_flight, queued);
-        Ok(self.with_policy(py, |policy| policy.on_start(at, load)))
+        self.with_policy(py, |policy| policy.on_start(at, load))
     }
 
     /// Only the queue changed (input arrived, or ran out).
@@ -200,16 +222,16 @@ impl Controller {
     ) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         let load = Load::new(in_flight, queued);
-        Ok(self.with_policy(py, |policy| policy.on_load(at, load)))
+        self.with_policy(py, |policy| policy.on_load(at, load))
     }
 
     /// Time passed (call it every 100 ms or so, so that timeouts fire while completions are rare).
     fn on_tick(&self, py: Python<'_>, now: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
-        Ok(self.with_policy(py, |policy| {
+        self.with_policy(py, |policy| {
             let asked = policy.on_tick(at);
             self.turn(policy, at).or(asked)
-        }))
+        })
     }
 
     /// The bottleneck's mean utilization in [0, 1] since the previous report (TCC's bottleneck
@@ -218,10 +240,10 @@ impl Controller {
     fn on_hint(&self, py: Python<'_>, now: f64, utilization: f64) -> PyResult<Option<usize>> {
         let at = seconds("now", now)?;
         finite_fraction("utilization", utilization)?;
-        Ok(self.with_policy(py, |policy| {
+        self.with_policy(py, |policy| {
             let asked = policy.on_hint(at, utilization);
             self.turn(policy, at).or(asked)
-        }))
+        })
     }
 
     /// Pressure stall readings for TCC's PSI rules (psi=True): fractions of the last ten seconds
@@ -247,7 +269,7 @@ impl Controller {
             memory_full,
             io_full,
         };
-        Ok(self.with_policy(py, |policy| policy.on_pressure(at, p)))
+        self.with_policy(py, |policy| policy.on_pressure(at, p))
     }
 
     /// The machine's pressure stall readings (the avg10 figures of /proc/pressure's memory
@@ -296,14 +318,15 @@ impl Controller {
 
     /// A snapshot of the controller (tact.ControllerStatus): for TCC its state, cycle, batch
     /// size, samples and batches being measured, throughput, the cycle's best, busy seconds and
-    /// counters, the latest PSI reading and the steps it decided; for other policies only "policy"
-    /// and "target".
+    /// counters, the latest PSI reading and the steps it decided, its warm start and its last
+    /// steady count; for other policies only "policy" and "target".
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         match &*self.lock() {
             Engine::Tcc(t) => {
                 d.set_item("policy", "tcc")?;
                 status(&d, &t.status())?;
+                d.set_item("warm", t.params().warm)?;
             }
             Engine::Other { spec, policy } => {
                 d.set_item("policy", spec)?;
@@ -337,7 +360,7 @@ impl Controller {
 
     /// The state transitions since the last call, oldest first, as dicts (tact.Transition).
     fn drain_trace<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let trace = self.with_policy(py, |policy| policy.drain_trace());
+        let trace = self.with_policy(py, |policy| policy.drain_trace())?;
         let list = PyList::empty(py);
         for t in &trace {
             list.append(transition(py, t)?)?;
@@ -359,13 +382,29 @@ impl Controller {
     }
 
     /// Runs `call` on the policy without the GIL (see the module's notes): every call into the
-    /// policy goes through here.
+    /// policy goes through here. With a key, an entry into Steady is recorded then; a write that
+    /// fails is a RuntimeWarning, once (an error when warnings are turned into errors).
     fn with_policy<R: Send>(
         &self,
         py: Python<'_>,
         call: impl FnOnce(&mut dyn Policy) -> R + Send,
-    ) -> R {
-        py.detach(|| call(self.lock().policy()))
+    ) -> PyResult<R> {
+        let (answer, failed) = py.detach(|| {
+            let mut engine = self.lock();
+            let answer = call(engine.policy());
+            let failed = match &*engine {
+                Engine::Tcc(tcc) => {
+                    let mut keyed = self.keyed.lock().unwrap_or_else(PoisonError::into_inner);
+                    keyed.as_mut().and_then(|k| k.watch(tcc))
+                }
+                Engine::Other { .. } => None,
+            };
+            (answer, failed)
+        });
+        if let Some(e) = failed {
+            warn(py, &format!("tact: {e}; going on without recording"))?;
+        }
+        Ok(answer)
     }
 }
 
@@ -378,12 +417,18 @@ fn open_psi(py: Python<'_>, reader: PsiReader) -> PyResult<Option<Psi>> {
     }
 }
 
-/// Says that PSI is off for this controller (a RuntimeWarning; an error when warnings are
-/// turned into errors).
+/// Says that PSI is off for this controller.
 fn psi_off(py: Python<'_>, e: &tact_linux::Error) -> PyResult<()> {
-    let msg = format!(
-        "tact: psi=True: cannot read PSI ({e}); PSI is off, TCC judges by throughput alone"
-    );
+    warn(
+        py,
+        &format!(
+            "tact: psi=True: cannot read PSI ({e}); PSI is off, TCC judges by throughput alone"
+        ),
+    )
+}
+
+/// A RuntimeWarning (an error when warnings are turned into errors).
+fn warn(py: Python<'_>, msg: &str) -> PyResult<()> {
     let msg = CString::new(msg).map_err(|e| PyValueError::new_err(e.to_string()))?;
     PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &msg, 1)
 }
@@ -396,40 +441,75 @@ fn pressure<'py>(py: Python<'py>, p: &Pressure) -> PyResult<Bound<'py, PyDict>> 
     Ok(d)
 }
 
-/// The one place a policy name becomes a controller.
+/// `key`'s store in `key_dir` (default: `tact tune --key`'s directory).
+fn store(key: Option<&str>, key_dir: Option<PathBuf>) -> PyResult<Option<WarmStore>> {
+    let Some(key) = key else {
+        if key_dir.is_some() {
+            return Err(PyValueError::new_err("key_dir goes with key=NAME"));
+        }
+        return Ok(None);
+    };
+    let dir = key_dir.unwrap_or_else(warm::default_dir);
+    WarmStore::for_this_process(&dir, key)
+        .map(Some)
+        .map_err(|e| PyValueError::new_err(format!("key: {e}")))
+}
+
+/// The one place a policy name becomes a controller. With a key's store, TCC warm-starts from
+/// its record; also returns the record's keeper, and why a record could not be used.
 fn build(
     policy: &str,
     n_init: usize,
     n_max: usize,
     params: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Engine> {
-    match policy.trim() {
-        "tcc" => {
-            let mut p = TuneParams {
-                n_init,
-                n_max,
-                ..TuneParams::default()
-            };
-            if let Some(params) = params {
-                p = with_overrides(p, params)?;
-            }
-            let tcc = Tcc::new(p).map_err(|e| PyValueError::new_err(e.to_string()))?;
-            Ok(Engine::Tcc(Box::new(tcc)))
+    store: Option<WarmStore>,
+) -> PyResult<(Engine, Option<Keyed>, Option<String>)> {
+    let value_error = |e: &dyn std::fmt::Display| PyValueError::new_err(e.to_string());
+    let spec = policy.trim();
+    let tcc_params = if spec == "tcc" {
+        let p = TuneParams {
+            n_init,
+            n_max,
+            ..TuneParams::default()
+        };
+        Some(match params {
+            Some(params) => with_overrides(p, params)?,
+            None => p,
+        })
+    } else if params.is_some_and(|p| !p.is_empty()) {
+        return Err(PyValueError::new_err(format!(
+            "keyword parameters are TCC's: use policy=\"tcc\" with them, not {spec:?}"
+        )));
+    } else if let Some(store) = &store {
+        // With a key, a spec such as "tcc:q=0.05" is built as TCC kept by type, whose steady
+        // count the controller sees; any other policy has none.
+        let p = tcc_params_from_spec(spec, n_init, n_max).map_err(|e| value_error(&e))?;
+        Some(p.ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "key {:?}: warm start is TCC's; policy {spec:?} has no steady count to record",
+                store.key()
+            ))
+        })?)
+    } else {
+        None
+    };
+    let Some(mut p) = tcc_params else {
+        let policy = policy_from_spec(spec, n_init, n_max).map_err(|e| value_error(&e))?;
+        let engine = Engine::Other {
+            spec: spec.to_string(),
+            policy,
+        };
+        return Ok((engine, None, None));
+    };
+    let (keyed, unusable) = match store {
+        Some(store) => {
+            let (keyed, unusable) = Keyed::start(store, &mut p, n_max);
+            (Some(keyed), unusable)
         }
-        spec => {
-            if params.is_some_and(|p| !p.is_empty()) {
-                return Err(PyValueError::new_err(format!(
-                    "keyword parameters are TCC's: use policy=\"tcc\" with them, not {spec:?}"
-                )));
-            }
-            let policy = policy_from_spec(spec, n_init, n_max)
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            Ok(Engine::Other {
-                spec: spec.to_string(),
-                policy,
-            })
-        }
-    }
+        None => (None, None),
+    };
+    let tcc = Tcc::new(p).map_err(|e| value_error(&e))?;
+    Ok((Engine::Tcc(Box::new(tcc)), keyed, unusable))
 }
 
 /// `params` with the fields named in `kwargs` replaced. TuneParams is (de)serializable, so the
@@ -476,6 +556,9 @@ fn field_value(key: &str, default: &Value, value: &Bound<'_, PyAny>) -> PyResult
             let n: u64 = value.extract().map_err(|_| wrong("an integer >= 0"))?;
             Ok(Value::from(n))
         }
+        // An optional count (`warm`, none by default): None or an integer.
+        Value::Null if value.is_none() => Ok(Value::Null),
+        Value::Null => field_value(key, &Value::from(0u64), value),
         _ => Err(wrong("a value of its type")),
     }
 }
@@ -572,6 +655,7 @@ fn status(d: &Bound<'_, PyDict>, s: &Status) -> PyResult<()> {
     d.set_item("forced_decisions", s.forced_decisions)?;
     d.set_item("clock_regressions", s.clock_regressions)?;
     d.set_item("trace_dropped", s.trace_dropped)?;
+    d.set_item("steady_count", s.steady_count)?;
     d.set_item("utilization", s.utilization)?;
     d.set_item("hinted", s.hinted)?;
     let p = s

@@ -1,12 +1,14 @@
 //! The policy as a host holds it: clock origin, clamping, and the record of targets.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tact_core::tune::{Event, Policy, Status, Tcc, Transition};
 
 use super::hint::Tick;
 use super::turns::{TurnEvent, TurnStats, Turns};
+use super::warm::{self, Keyed, WarmStore};
 
 /// How many target changes a host keeps for [`Pool::targets`](super::Pool::targets); older ones
 /// are dropped first. Baselines such as AIMD move the target on most completions, so an
@@ -32,6 +34,51 @@ impl Engine {
     pub fn wants_psi(&self) -> bool {
         matches!(self, Engine::Tcc(tcc) if tcc.params().psi)
     }
+
+    /// With a builder's workload key: TCC warm-started from the key's record (in `dir`, default
+    /// [`warm::default_dir`]; lowered to the host's `max`), and the record that keeps its
+    /// steady counts. A record that cannot be used is a warning and a cold start.
+    ///
+    /// Panics when the key comes with a policy other than TCC kept by type: only TCC has a
+    /// steady count to record.
+    pub fn keyed(
+        self,
+        key: Option<&str>,
+        dir: Option<PathBuf>,
+        max: usize,
+    ) -> (Engine, Option<Keyed>) {
+        let Some(key) = key else {
+            return (self, None);
+        };
+        let Engine::Tcc(tcc) = self else {
+            panic!(
+                "key({key}): warm start is TCC's, and a policy given by policy() has no steady \
+                 count to record: give TCC with tcc(), or no policy"
+            );
+        };
+        let dir = dir.unwrap_or_else(warm::default_dir);
+        let store = WarmStore::for_this_process(&dir, key).expect("key() checked the key");
+        let mut params = tcc.params().clone();
+        let (keyed, unusable) = Keyed::start(store, &mut params, max);
+        if let Some(why) = unusable {
+            tracing::warn!("{why}");
+        }
+        let tcc = if params.warm == tcc.params().warm {
+            tcc
+        } else {
+            // Built anew with the warm start: the TCC a host is given has seen no event yet.
+            Box::new(Tcc::new(params).expect("a warm start in n_min..=n_max is a valid one"))
+        };
+        (Engine::Tcc(tcc), Some(keyed))
+    }
+
+    /// TCC's warm start (`TuneParams::warm`), from a key's record or given.
+    pub fn warm(&self) -> Option<usize> {
+        match self {
+            Engine::Tcc(tcc) => tcc.params().warm,
+            Engine::Other(_) => None,
+        }
+    }
 }
 
 /// One policy with the host-side rules around it: time is measured from the host's start, and
@@ -44,10 +91,12 @@ pub struct Controller {
     history: VecDeque<(Duration, usize)>,
     /// Turns with other instances on the same bottleneck, checked on every tick.
     turns: Option<Turns>,
+    /// Where TCC's steady counts go ([`Engine::keyed`]); a failed write is warned about once.
+    keyed: Option<Keyed>,
 }
 
 impl Controller {
-    pub fn new(mut engine: Engine, max: usize) -> Self {
+    pub fn new(mut engine: Engine, max: usize, keyed: Option<Keyed>) -> Self {
         let max = max.max(1);
         let target = engine.policy().target().clamp(1, max);
         Controller {
@@ -57,6 +106,7 @@ impl Controller {
             target,
             history: VecDeque::from([(Duration::ZERO, target)]),
             turns: None,
+            keyed,
         }
     }
 
@@ -112,7 +162,14 @@ impl Controller {
         changed
     }
 
+    /// Follows one call into the policy: records an entry into Steady under the key, then
+    /// applies the (clamped) target asked for, if any; true when the target changed.
     fn answer(&mut self, asked: Option<usize>, at: Duration) -> bool {
+        if let (Some(keyed), Engine::Tcc(tcc)) = (&mut self.keyed, &self.engine) {
+            if let Some(e) = keyed.watch(tcc) {
+                tracing::warn!("{e}; going on without recording");
+            }
+        }
         let Some(asked) = asked else {
             return false;
         };
@@ -130,6 +187,10 @@ impl Controller {
             self.history.pop_front();
         }
         self.history.push_back((at, target));
+    }
+
+    pub fn warm(&self) -> Option<usize> {
+        self.engine.warm()
     }
 
     pub fn status(&self) -> Option<Status> {

@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -185,6 +186,8 @@ pub struct LimiterBuilder {
     bottleneck: Option<hint::Source>,
     psi: Option<PsiReader>,
     turns: Option<Turns>,
+    key: Option<String>,
+    key_dir: Option<PathBuf>,
 }
 
 impl LimiterBuilder {
@@ -194,8 +197,9 @@ impl LimiterBuilder {
         let engine = self
             .engine
             .unwrap_or_else(|| default_tcc(TuneParams::default().n_max));
+        let (engine, keyed) = engine.keyed(self.key.as_deref(), self.key_dir, usize::MAX);
         let mut hint = Hint::new(self.bottleneck, self.psi, &engine);
-        let mut controller = Controller::new(engine, usize::MAX);
+        let mut controller = Controller::new(engine, usize::MAX, keyed);
         pool::coordinate(&mut controller, self.turns, self.tick);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
@@ -229,6 +233,8 @@ impl Limiter {
             bottleneck: None,
             psi: None,
             turns: None,
+            key: None,
+            key_dir: None,
         }
     }
 
@@ -289,6 +295,11 @@ impl Limiter {
     /// The policy's state transitions since the last call, oldest first.
     pub fn drain_trace(&self) -> Vec<Transition> {
         self.inner.lock().controller.drain_trace()
+    }
+
+    /// The count TCC warm-started from, as [`Pool::warm_start`](super::Pool::warm_start).
+    pub fn warm_start(&self) -> Option<usize> {
+        self.inner.lock().controller.warm()
     }
 
     /// The turns taken with other instances ([`LimiterBuilder::coordinate`]; none without).

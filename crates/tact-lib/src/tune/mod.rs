@@ -6,7 +6,9 @@
 //! Both feed a [`Policy`](tact_core::tune::Policy) (TCC, or any baseline) with the host's time
 //! since it started, clamp what it answers to at least 1 (and at most the pool's
 //! `max_workers`), and apply a new target at task boundaries: a grow starts waiting work at
-//! once, a shrink waits for running tasks to end. Nothing is ever cancelled.
+//! once, a shrink waits for running tasks to end. Nothing is ever cancelled. With a workload
+//! key ([`PoolBuilder::key`]) TCC starts from the count an earlier run with the key settled on
+//! ([`warm`], the store `tact tune --key` uses).
 //!
 //! ```
 //! use tact_core::tune::{policy_from_spec, Tcc, TuneParams};
@@ -46,6 +48,7 @@ mod hint;
 mod limiter;
 mod pool;
 pub mod turns;
+pub mod warm;
 
 pub use controller::TARGET_HISTORY;
 pub use hint::HINT_PERIOD;
@@ -56,3 +59,4 @@ pub use pool::{
 pub use turns::{
     CoordinateError, CoordinateMode, TurnEvent, TurnKind, TurnStats, Turns, DEFAULT_EPOCH,
 };
+pub use warm::KeyError;

@@ -15,6 +15,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -129,11 +130,13 @@ pub struct PoolBuilder {
     bottleneck: Option<hint::Source>,
     psi: Option<PsiReader>,
     turns: Option<Turns>,
+    key: Option<String>,
+    key_dir: Option<PathBuf>,
 }
 
-/// The setters both builders share, written once: the controller, how often it ticks, and what
-/// it reads besides the time. A builder that expands it has the fields `engine`, `tick`,
-/// `bottleneck`, `psi` and `turns`.
+/// The setters both builders share, written once: the controller, how often it ticks, what
+/// it reads besides the time, and its workload key. A builder that expands it has the fields
+/// `engine`, `tick`, `bottleneck`, `psi`, `turns`, `key` and `key_dir`.
 macro_rules! controller_setters {
     () => {
         /// The controller. Without one (and without [`tcc`](Self::tcc)) the host runs TCC with
@@ -202,6 +205,47 @@ macro_rules! controller_setters {
             self.turns = Some(turns);
             self
         }
+
+        /// Warm start per workload key, shared with `tact tune --key` and the Python executors
+        /// (`docs/tune.md`, "Pools in Rust"): at `build`, a count recorded under `key` becomes
+        /// TCC's warm start (`TuneParams::warm`: its first cycle starts at that count's cut,
+        /// without slow start), lowered to the host's ceiling; each entry into Steady records
+        /// TCC's count under the key. A key is a file name in the key directory
+        /// ([`key_dir`](Self::key_dir)): letters, digits, `.`, `_` and `-`, at most 200, not
+        /// starting with `.`; anything else is a [`KeyError`](crate::tune::KeyError). It names
+        /// the workload, not the program: two workloads that settle on different counts need
+        /// two keys.
+        ///
+        /// A record that cannot be read, and a write that fails, are one warning each
+        /// (`tracing`): the host starts cold, or goes on unrecorded; neither fails it. A
+        /// `warm` in the TCC given to [`tcc`](Self::tcc) wins over the record.
+        ///
+        /// # Panics
+        ///
+        /// `build` panics when the key comes with a [`policy`](Self::policy): a boxed policy,
+        /// TCC included, has no steady count the host can see. Give TCC with
+        /// [`tcc`](Self::tcc) (built anew with the warm start, so give it fresh), or no policy.
+        ///
+        /// ```
+        /// use tact_lib::tune::Pool;
+        /// let dir = tempfile::tempdir()?;
+        /// let pool = Pool::builder().key("thumbnails")?.key_dir(dir.path()).build();
+        /// # Ok::<(), Box<dyn std::error::Error>>(())
+        /// ```
+        pub fn key(mut self, key: &str) -> Result<Self, crate::tune::KeyError> {
+            crate::tune::warm::check_key(key)?;
+            self.key = Some(key.to_owned());
+            Ok(self)
+        }
+
+        /// Where [`key`](Self::key)'s records are kept (default
+        /// [`warm::default_dir`](crate::tune::warm::default_dir), as `tact tune --key`'s:
+        /// `$XDG_STATE_HOME/tact/tune`, root's `/var/lib/tact/tune`, else
+        /// `~/.local/state/tact/tune`).
+        pub fn key_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+            self.key_dir = Some(dir.into());
+            self
+        }
     };
 }
 pub(super) use controller_setters;
@@ -231,8 +275,9 @@ impl PoolBuilder {
     pub fn build(self) -> Pool {
         let max = self.max_workers;
         let engine = self.engine.unwrap_or_else(|| default_tcc(max));
+        let (engine, keyed) = engine.keyed(self.key.as_deref(), self.key_dir, max);
         let mut hint = Hint::new(self.bottleneck, self.psi, &engine);
-        let mut controller = Controller::new(engine, max);
+        let mut controller = Controller::new(engine, max, keyed);
         coordinate(&mut controller, self.turns, self.tick);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
@@ -456,6 +501,8 @@ impl Pool {
             bottleneck: None,
             psi: None,
             turns: None,
+            key: None,
+            key_dir: None,
         }
     }
 
@@ -528,6 +575,12 @@ impl Pool {
     /// The policy's state transitions since the last call, oldest first.
     pub fn drain_trace(&self) -> Vec<Transition> {
         self.inner.lock().controller.drain_trace()
+    }
+
+    /// The count TCC warm-started from: its [`key`](PoolBuilder::key)'s record, or the
+    /// `TuneParams::warm` it was given; None for a cold start or another policy.
+    pub fn warm_start(&self) -> Option<usize> {
+        self.inner.lock().controller.warm()
     }
 
     /// The turns taken with other instances ([`PoolBuilder::coordinate`]; none without).

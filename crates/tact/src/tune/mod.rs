@@ -104,7 +104,8 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let store = args
         .key
         .as_ref()
-        .map(|key| WarmStore::new(&warm::default_dir(), key, &args.command));
+        .map(|key| WarmStore::new(&warm::default_dir(), key, &args.command))
+        .transpose()?;
     // Opened before the command starts, so that a CPU or PSI file that is missing fails early.
     let bottleneck = args.bottleneck.as_ref().map(Bottleneck::open).transpose()?;
     let mut turns = turns(args)?;
