@@ -129,6 +129,10 @@ static void spin(uint64_t iters) {
     sink_var = x;
 }
 
+/* -t TOS: the TOS byte (IPv4) / traffic class (IPv6) of the net sender's socket, as a job that
+ * marks its own packets does (4 = DSCP LE, RFC 8622); -1 leaves the kernel's. */
+static int tos = -1;
+
 static int connect_to(const char *hostport) {
     char host[256];
     const char *colon = strrchr(hostport, ':');
@@ -147,6 +151,11 @@ static int connect_to(const char *hostport) {
     int fd = socket(ai->ai_family, SOCK_STREAM, 0);
     if (fd < 0)
         die("socket");
+    if (tos >= 0) {
+        int v6 = ai->ai_family == AF_INET6;
+        if (setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof tos) != 0)
+            die("setsockopt TOS");
+    }
     /* The sink may still be starting: retry for up to 5 s. */
     for (int tries = 0; connect(fd, ai->ai_addr, ai->ai_addrlen) != 0; tries++) {
         if (tries >= 100)
@@ -305,7 +314,7 @@ static _Noreturn void run_sink(const char *port) {
 
 static void usage(void) {
     fprintf(stderr, "usage: loadgen fg|bg disk DEVICE|net HOST:PORT|cpu ITERS -s START_NS -d SECONDS "
-                    "-o RECORDS [-i INTENSITY] [-c CYCLE_MS] [-b BYTES] [-r SEED] [-n CAPACITY] [-a CPU]\n"
+                    "-o RECORDS [-i INTENSITY] [-c CYCLE_MS] [-b BYTES] [-r SEED] [-n CAPACITY] [-a CPU] [-t TOS]\n"
                     "       loadgen sink PORT\n"
                     "       loadgen calibrate WORK_US\n");
     exit(2);
@@ -342,7 +351,7 @@ int main(int argc, char **argv) {
     const char *out = NULL;
     int cpu = -1, opt;
     optind = 4;
-    while ((opt = getopt(argc, argv, "i:s:d:o:c:b:r:n:a:")) != -1) {
+    while ((opt = getopt(argc, argv, "i:s:d:o:c:b:r:n:a:t:")) != -1) {
         switch (opt) {
         case 'i': intensity = atof(optarg); break;
         case 's': start = strtoull(optarg, NULL, 10); break;
@@ -353,6 +362,7 @@ int main(int argc, char **argv) {
         case 'r': seed = strtoull(optarg, NULL, 10); break;
         case 'n': cap = strtoull(optarg, NULL, 10); break;
         case 'a': cpu = atoi(optarg); break;
+        case 't': tos = atoi(optarg); break;
         default: usage();
         }
     }

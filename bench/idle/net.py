@@ -11,6 +11,11 @@ own, so `tact run --idle net:IFACE` running in the fg namespace sees the bottlen
 traffic (fg + bg) and the job's own traffic exactly in /proc/PID/net/dev of the job (tact-linux's
 NetReader::job_counters); fg activity is the difference.
 
+The bg sender marks its own packets DSCP LE (loadgen -t 4, RFC 8622's lower effort), in every
+mode: tbf's bfifo ignores the mark, so the baselines are unchanged, while the tree tact grafts
+under tbf (its default under a tbf root, docs/idle.md) needs it: tact's nftables marking matches
+the sockets of tact's namespace only, and the bg sender's packets are forwarded from another.
+
 The two counters are read at different points of the path: the job's bytes when they leave the bg
 namespace, the bottleneck's when tbf releases them, up to one request later, so a gate that takes
 the difference per poll sees the tail of a bg request as fg; a gate has to carry the deficit over.
@@ -63,6 +68,8 @@ def remove_stale():
 
 
 SHAPERS = ("tbf", "tact-htb")
+# DSCP LE (RFC 8622): the mark tact's tree sends to the job's class (tact-linux actuate/htb.rs).
+DSCP_LE = 1
 # The htb quantum of tact's tree (tact-linux actuate/htb.rs QUANTUM): one Ethernet frame.
 HTB_QUANTUM = 1514
 
@@ -85,8 +92,8 @@ class NetRig:
         self.ns = {k: f"{NS_PREFIX}{pid}-{k}" for k in kinds}
         self.link = f"tis{pid}"  # the bottleneck, in the fg namespace (<= 15 characters)
         self.plain_htb_up = False
-        # tact's own tree at the same rate (tact-htb); with tbf, tact finds a foreign root and
-        # runs the gate alone.
+        # tact's own tree at the same rate (tact-htb); with tbf, tact grafts its tree under tbf
+        # (at twice tbf's rate, so that tbf still shapes) and puts tbf's bfifo back at its end.
         self.tact_args = ["--net-rate", f"{rate_mbit}mbit"] if shaper == "tact-htb" else []
         self.info = {"rate_mbit": rate_mbit, "request_bytes": size, "namespaces": dict(self.ns),
                      "bottleneck": self.link, "shaper": shaper}
@@ -172,8 +179,10 @@ class NetRig:
                 "-s", str(start_ns), "-d", str(seconds), "-o", out, "-b", str(self.size)]
 
     def bg(self, start_ns, seconds, out):
+        # tbf: the job marks its own packets (the module's docstring); tact-htb: tact marks them.
+        tos = ["-t", str(DSCP_LE << 2)] if self.shaper == "tbf" else []
         return [self.loadgen, "bg", "net", self.target, "-s", str(start_ns), "-d", str(seconds), "-o", out,
-                "-b", str(self.size)]
+                "-b", str(self.size)] + tos
 
     def place_bg(self, cmd):
         return ["ip", "netns", "exec", self.ns.get("bg", self.ns["fg"])] + cmd

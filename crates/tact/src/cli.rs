@@ -51,7 +51,9 @@ Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime 
                    foreground, whose packets go first (rate: --net-rate, or 95% of the link
                    speed when known), and the job's packets marked DSCP LE by
                    nftables (the job in a cgroup v2 directory of tact's). A root qdisc someone
-                   else added is left alone unless --net-replace-qdisc. All removed at the end.
+                   else added is left alone unless --net-replace-qdisc, but a tbf: tact grafts
+                   its tree under it (tbf's rate kept, its bfifo put back at the end) unless
+                   --net-leave-tbf. All removed at the end.
   Default --preempt: disk 10x its mean service time from /proc/diskstats (at least 10ms, at
   most 1s; 100ms if unmeasured), net 10ms. tact says what it chose and why, and how much the
   job was held at the end. Nothing is left stopped when tact exits, however it exits.
@@ -164,15 +166,22 @@ pub struct IdleArgs {
           value_parser = crate::jobs::idle::parse_preempt)]
     pub preempt: Option<crate::jobs::idle::Preempt>,
     /// With --idle net, as root (CAP_NET_ADMIN): the rate of the htb tree tact builds on the
-    /// interface, in tc's units (e.g. 95mbit) [default: 95% of the link speed in
-    /// /sys/class/net/IF/speed; without either, no htb]. Given, a failure to build it is an error.
+    /// interface, in tc's units (e.g. 95mbit) [default: under a root tbf twice tbf's rate, so
+    /// that tbf alone shapes; else 95% of the link speed in /sys/class/net/IF/speed; without
+    /// either, no htb]. Given, a failure to build it is an error.
     #[arg(long, value_name = "RATE", requires = "resources",
           value_parser = tact_linux::rate::parse_rate)]
     pub net_rate: Option<u64>,
     /// With --idle net: replace a root qdisc someone else put on the interface with tact's htb
-    /// (otherwise tact leaves it and uses the gate alone). It is not put back afterwards.
+    /// (otherwise tact leaves it and uses the gate alone, or grafts its tree under a tbf). It is
+    /// not put back afterwards.
     #[arg(long, requires = "resources")]
     pub net_replace_qdisc: bool,
+    /// With --idle net: leave a root tbf alone. By default tact grafts its htb tree under it, as
+    /// tbf's child in place of tbf's bfifo (tbf still sets the rate, the job's packets queue
+    /// behind the foreground's), and puts the bfifo back at the end.
+    #[arg(long, requires = "resources", conflicts_with = "net_replace_qdisc")]
+    pub net_leave_tbf: bool,
 }
 
 #[derive(Debug, Args)]

@@ -149,6 +149,14 @@ fn start_tact(rig: &Rig, dir: &Path, job: &str) -> (Running, PathBuf) {
 
 /// [`start_tact`] with more options.
 fn start_tact_with(rig: &Rig, dir: &Path, extra: &[&str], job: &str) -> (Running, PathBuf) {
+    let mut args = vec!["--net-rate", "100mbit"];
+    args.extend(extra);
+    spawn_tact(rig, dir, &args, job)
+}
+
+/// `tact run --idle net:LINK --preempt 50ms ARGS` in the rig's outer namespace, with the cgroup2
+/// hierarchy mounted at /sys/fs/cgroup there; `job` is a shell script.
+fn spawn_tact(rig: &Rig, dir: &Path, args: &[&str], job: &str) -> (Running, PathBuf) {
     let log = dir.join("idle.jsonl");
     let child = Command::new("ip")
         .args(["netns", "exec", &rig.outer, "sh", "-c"])
@@ -161,8 +169,8 @@ fn start_tact_with(rig: &Rig, dir: &Path, extra: &[&str], job: &str) -> (Running
         .current_dir(dir)
         .args(["run", "--idle"])
         .arg(format!("net:{}", rig.link))
-        .args(["--net-rate", "100mbit", "--preempt", "50ms"])
-        .args(extra)
+        .args(["--preempt", "50ms"])
+        .args(args)
         .arg("--json-log")
         .arg(&log)
         .args(["--", "sh", "-c", job])
@@ -357,29 +365,27 @@ fn a_root_qdisc_someone_else_added_is_replaced_only_when_asked() {
         return;
     }
     let rig = Rig::new("c");
-    let tbf = "tc qdisc add dev LINK root tbf rate 50mbit burst 32kb latency 50ms";
-    let out = rig.outer(
-        &tbf.replace("LINK", &rig.link)
-            .split(' ')
-            .collect::<Vec<_>>(),
-    );
+    // Not a tbf: a tbf gets the tree grafted under it (`the_tree_is_grafted_under_a_tbf...`).
+    // pfifo: the one other qdisc the test machine's kernel has.
+    let fq = "tc qdisc add dev LINK root pfifo";
+    let out = rig.outer(&fq.replace("LINK", &rig.link).split(' ').collect::<Vec<_>>());
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let dir = tempfile::tempdir().unwrap();
-    // --net-rate asks for the tree: with tbf in the way, tact refuses before the job runs on.
+    // --net-rate asks for the tree: with pfifo in the way, tact refuses before the job runs.
     let (mut tact, _) = start_tact(&rig, dir.path(), "sleep 600");
     let status = tact.0.wait().unwrap();
     let err = stderr_of(&mut tact.0);
     assert_eq!(status.code(), Some(125), "{err}");
     assert!(
-        err.contains("tbf") && err.contains("--net-replace-qdisc"),
+        err.contains("pfifo") && err.contains("--net-replace-qdisc"),
         "{err}"
     );
     assert!(
-        rig.root_qdisc().contains("qdisc tbf"),
+        rig.root_qdisc().contains("qdisc pfifo"),
         "{}",
         rig.root_qdisc()
     );
@@ -389,8 +395,8 @@ fn a_root_qdisc_someone_else_added_is_replaced_only_when_asked() {
     let status = tact.0.wait().unwrap();
     let err = stderr_of(&mut tact.0);
     assert_eq!(status.code(), Some(0), "{err}");
-    assert!(err.contains("replaced tbf"), "{err}");
-    assert!(!rig.root_qdisc().contains("tbf"), "{}", rig.root_qdisc());
+    assert!(err.contains("replaced pfifo"), "{err}");
+    assert!(!rig.root_qdisc().contains("pfifo"), "{}", rig.root_qdisc());
 }
 
 #[test]
@@ -404,6 +410,11 @@ fn the_network_options_need_idle_net_and_a_rate_in_tcs_units() {
         (
             &["--idle", "cpu", "--net-replace-qdisc"][..],
             "--idle net only",
+        ),
+        (&["--idle", "cpu", "--net-leave-tbf"][..], "--idle net only"),
+        (
+            &["--idle", "net:lo", "--net-leave-tbf", "--net-replace-qdisc"][..],
+            "cannot be used with",
         ),
         (&["--idle", "net:lo", "--net-rate", "10mbps"][..], "kbit"),
         (&["--net-rate", "10mbit"][..], "--idle"),
@@ -651,4 +662,239 @@ fn tact_status_shows_the_tree_and_the_marking() {
     let err = stderr_of(&mut run.0);
     assert_eq!(code.code(), Some(0), "{err}");
     cleaned_up(&rig, run.0.id(), &cgroup);
+}
+
+/// The rate of the tbf the graft tests put at the root: well above the foreground's 11 Mbit/s, so
+/// that the job's backlog drains early in each burst, and below what the job's flood sends.
+const TBF_RATE_BITS: u64 = 50_000_000;
+/// Its bucket: `burst 10kb` in tc's units (KiB).
+const TBF_BURST_BYTES: u64 = 10 << 10;
+
+/// Puts a tbf at the root of the rig's link, with the bfifo the kernel gives it.
+fn add_tbf(rig: &Rig) {
+    let out = rig.outer(&[
+        "tc", "qdisc", "add", "dev", &rig.link, "root", "tbf", "rate", "50mbit", "burst", "10kb",
+        "latency", "50ms",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// `tc -d qdisc show dev LINK invisible` (`invisible`: tbf's bfifo is hidden otherwise), each
+/// qdisc's handle below the root blanked: the kernel's bfifo has `0:`, the one tact puts back a
+/// handle of its own.
+fn tbf_tree(rig: &Rig) -> Vec<String> {
+    let out = rig.outer(&["tc", "-d", "qdisc", "show", "dev", &rig.link, "invisible"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut w: Vec<&str> = l.split_whitespace().collect();
+            if w.get(3) == Some(&"parent") {
+                w[2] = "H:";
+            }
+            w.join(" ")
+        })
+        .collect()
+}
+
+/// Whether the rig's link carries packets: the peer receives some of 50 datagrams sent to the
+/// sink over 0.1 s.
+fn link_carries(rig: &Rig) -> bool {
+    let received = || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &rig.inner, "cat"])
+            .arg(format!("/sys/class/net/{}/statistics/rx_packets", rig.peer))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = received();
+    let status = rig
+        .outer(&["python3", "-c", &sender(&rig.sink(), 0.1)])
+        .status;
+    assert!(status.success());
+    received() > before + 10
+}
+
+/// Waits for the start of a tact that grafts its tree under the rig's tbf: the tree is tbf's
+/// child at twice tbf's rate, and the job's packets are marked.
+fn grafted(rig: &Rig, log: &Path) {
+    wait_for(PATIENCE, "tact's start record", || {
+        start_record(log).is_some()
+    });
+    let start = start_record(log).unwrap();
+    let kernel = &start["gates"][0]["kernel"];
+    assert_eq!(kernel["htb_rate_bits"], 2 * TBF_RATE_BITS, "{start}");
+    assert_eq!(kernel["marking"], true, "{start}");
+    assert!(
+        kernel["why"].to_string().contains("grafted under tbf"),
+        "{start}"
+    );
+    let tree = tbf_tree(rig);
+    assert!(tree[0].starts_with("qdisc tbf "), "{tree:?}");
+    assert!(
+        tree.iter().any(|l| l.starts_with("qdisc htb H: parent ")),
+        "{tree:?}"
+    );
+}
+
+#[test]
+fn the_tree_is_grafted_under_a_tbf_which_keeps_its_rate_and_gets_its_bfifo_back() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("h");
+    add_tbf(&rig);
+    let before = tbf_tree(&rig);
+    assert!(
+        before[1].starts_with("qdisc bfifo H: parent "),
+        "{before:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let job = format!("sleep 1; python3 -c \"{}\"", flood(&rig.sink(), &go));
+    // No --net-rate: the graft is the default under a tbf.
+    let (mut tact, log) = spawn_tact(&rig, dir.path(), &[], &job);
+    grafted(&rig, &log);
+    wait_for(PATIENCE, "the job to send", || rig.classes().1 > 1 << 20);
+
+    // tbf, not the tree (at twice its rate), sets the rate: over a second the tree lets out at
+    // most what tbf's bucket allows (and one frame tbf has peeked at).
+    let (t0, (f0, b0)) = (Instant::now(), rig.classes());
+    std::thread::sleep(Duration::from_secs(1));
+    let ((f1, b1), t1) = (rig.classes(), Instant::now());
+    let sent = (f1 + b1 - f0 - b0) as f64;
+    let cap =
+        TBF_RATE_BITS as f64 / 8.0 * (t1 - t0).as_secs_f64() + (TBF_BURST_BYTES + 1514) as f64;
+    eprintln!(
+        "the tree sent {:.2} MB in {:.2} s under tbf's {} Mbit/s (at most {:.2} MB)",
+        sent / 1e6,
+        (t1 - t0).as_secs_f64(),
+        TBF_RATE_BITS / 1_000_000,
+        cap / 1e6
+    );
+    assert!(sent <= cap, "{sent} bytes in a second, tbf allows {cap}");
+    assert!(
+        sent > cap / 2.0,
+        "{sent} bytes: the job's flood did not fill tbf"
+    );
+
+    // The foreground goes first: the job's class is quiet while a burst flows, busy after.
+    for n in 1..=3 {
+        let b = burst(&rig, 0.3);
+        eprintln!(
+            "burst {n}: foreground class {} kB; the job's class {:.2} MB/s during it, {:.2} MB \
+             in the second after",
+            b.fg / 1000,
+            b.during / 1e6,
+            b.after as f64 / 1e6
+        );
+        assert!(
+            b.fg > 100 * 1400,
+            "burst {n}: foreground class {} bytes",
+            b.fg
+        );
+        assert!(
+            b.after > 1 << 20,
+            "burst {n}: the job's class sent {} after",
+            b.after
+        );
+        assert!(
+            b.during < b.after as f64 / 4.0,
+            "burst {n}: the job's class sent {:.0} B/s during the burst, {} B after",
+            b.during,
+            b.after
+        );
+    }
+
+    std::fs::write(&go, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("grafted under tbf"), "{err}");
+    assert!(err.contains("restored bfifo limit"), "{err}");
+    assert_eq!(tbf_tree(&rig), before);
+    assert!(link_carries(&rig));
+    assert!(tree_records(dir.path()).is_empty());
+
+    // Why tact replaces tbf's child in one step: deleted, tbf is left a noop that drops all.
+    let out = rig.outer(&[
+        "tc",
+        "qdisc",
+        "del",
+        "dev",
+        &rig.link,
+        "parent",
+        &before_parent(&before),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !link_carries(&rig),
+        "tbf without a child still carried packets"
+    );
+}
+
+/// The parent (`8001:1`) of tbf's child in a [`tbf_tree`].
+fn before_parent(tree: &[String]) -> String {
+    let w: Vec<&str> = tree[1].split_whitespace().collect();
+    w[4].to_string()
+}
+
+#[test]
+fn sigterm_and_sigkill_of_tact_give_tbf_its_bfifo_back() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("i");
+    add_tbf(&rig);
+    let before = tbf_tree(&rig);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut tact, log) = spawn_tact(&rig, dir.path(), &[], "exec sleep 600");
+    grafted(&rig, &log);
+    kill(tact.0.id() as i32, Signal::SIGTERM);
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(err.contains("restored bfifo limit"), "{err}");
+    assert_eq!(tbf_tree(&rig), before);
+    assert!(tree_records(dir.path()).is_empty());
+
+    // SIGKILL leaves the graft and its record; the next tact puts the bfifo back, even one told
+    // to leave the tbf alone.
+    std::fs::remove_file(&log).unwrap();
+    let (mut tact, log) = spawn_tact(&rig, dir.path(), &[], "sleep 2");
+    grafted(&rig, &log);
+    let dead = tact.0.id();
+    kill(dead as i32, Signal::SIGKILL);
+    tact.0.wait().unwrap();
+    assert_ne!(tbf_tree(&rig), before);
+    assert_eq!(tree_records(dir.path()).len(), 1);
+    let (mut tact, _) = spawn_tact(&rig, dir.path(), &["--net-leave-tbf"], "sleep 0.5");
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("removed tact {dead}'s htb tree on {}", rig.link)),
+        "{err}"
+    );
+    assert!(
+        err.contains("--net-leave-tbf: tact leaves it alone"),
+        "{err}"
+    );
+    assert_eq!(tbf_tree(&rig), before);
+    assert!(link_carries(&rig));
+    assert!(tree_records(dir.path()).is_empty());
+    // The killed tact's nftables table, swept by no tact here (none set a marking up), and
+    // its cgroup directory, emptied when its job ended.
+    let table = format!("tact-{dead}");
+    let out = rig.outer(&["nft", "delete", "table", "inet", &table]);
+    assert!(out.status.success(), "{out:?}");
+    let cgroup = cgroup2_dir().unwrap().join(format!("tact-{dead}-net"));
+    wait_for(PATIENCE, "the killed tact's job to end", || {
+        std::fs::remove_dir(&cgroup).is_ok() || !cgroup.exists()
+    });
 }

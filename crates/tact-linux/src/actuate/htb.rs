@@ -10,6 +10,15 @@
 //!    └─ 1:20  background: rate 8 kbit, ceil R, prio 7   ← u32 filters: DSCP and/or fwmark
 //! ```
 //!
+//! Under someone else's tbf (the one foreign root tact does not leave alone, [`Graft`]), the same
+//! tree is grafted as tbf's child, in place of the bfifo the kernel gave it, and that bfifo is put
+//! back at the end: tbf keeps setting the rate, the tree only orders tbf's queue.
+//!
+//! ```text
+//! 8001:  tbf (the user's: rate, burst, limit unchanged)
+//! └─ 8001:1 ── 1:  htb, as above, its rate twice tbf's so that it never holds a packet back
+//! ```
+//!
 //! That is a priority queue: a queued background packet goes only when the foreground class is
 //! empty, so a foreground burst waits for at most the one frame on the wire. The tree is never
 //! changed while it stands: the preemption interval is the gate's hold (SIGSTOP) of the job. A
@@ -73,14 +82,26 @@ impl fmt::Display for TcCommand {
     }
 }
 
+/// Where a grafted tree sits: the only class of someone's root tbf, and the bfifo that was there
+/// before, put back when the tree goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Graft {
+    /// tbf's class, the tree's parent: `8001:1`.
+    pub parent: String,
+    /// The limit of the bfifo to put back, in bytes.
+    pub bfifo_limit: u64,
+}
+
 /// The htb setup for one interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HtbPlan {
     pub dev: String,
     /// The shaping rate in bits/s: just under the link's (e.g. 95% of
-    /// [`crate::probe::netstats::NetReader::speed_bits`]).
+    /// [`crate::probe::netstats::NetReader::speed_bits`]), or above a tbf's it is grafted under.
     pub rate_bits: u64,
     pub bg: Vec<BgMatch>,
+    /// `Some`: the tree goes under a tbf instead of at the root.
+    pub graft: Option<Graft>,
 }
 
 impl HtbPlan {
@@ -110,14 +131,52 @@ impl HtbPlan {
             dev: dev.to_string(),
             rate_bits,
             bg,
+            graft: None,
         })
+    }
+
+    /// The same tree as tbf `under`'s child, at `rate_bits`, by default twice tbf's rate: htb's
+    /// buckets then refill faster than tbf takes packets, so htb never holds one back (tbf alone
+    /// sets the rate, as before) and only picks which packet tbf gets next. Fails for a tbf whose
+    /// child is not a bfifo: what tact would have to put back is then more than it knows how to.
+    pub fn grafted(
+        dev: &str,
+        under: &TbfRoot,
+        rate_bits: Option<u64>,
+        bg: Vec<BgMatch>,
+    ) -> Result<HtbPlan> {
+        let Some(limit) = under.bfifo_limit else {
+            return Err(Error::Unavailable {
+                what: format!("a tree under tbf {} on `{dev}`", under.handle),
+                reason: format!(
+                    "tbf's child is {}, not the bfifo tact knows how to put back",
+                    under.child.as_deref().unwrap_or("missing")
+                ),
+            });
+        };
+        let rate = rate_bits.unwrap_or(under.rate_bits.saturating_mul(2));
+        let mut plan = HtbPlan::new(dev, rate, bg)?;
+        plan.graft = Some(Graft {
+            parent: format!("{}1", under.handle),
+            bfifo_limit: limit,
+        });
+        Ok(plan)
     }
 
     /// The commands that build the tree, in order.
     pub fn setup(&self) -> Vec<TcCommand> {
         let rate = bits(self.rate_bits);
+        let first = match &self.graft {
+            None => self.cmd("qdisc add", "root handle 1: htb default 10"),
+            // `replace`: in one step, so tbf's class never has no child (a noop qdisc, which
+            // drops every packet).
+            Some(g) => self.cmd(
+                "qdisc replace",
+                &format!("parent {} handle 1: htb default 10", g.parent),
+            ),
+        };
         let mut cmds = vec![
-            self.cmd("qdisc add", "root handle 1: htb default 10"),
+            first,
             self.add_class("1:", "1:1", &rate, &rate, None),
             self.add_class("1:1", FG_CLASS, &rate, &rate, Some(0)),
             self.add_class("1:1", BG_CLASS, &bits(BG_FLOOR_BITS), &rate, Some(7)),
@@ -143,9 +202,16 @@ impl HtbPlan {
         cmds
     }
 
-    /// The command that removes the whole tree (and with it every class and filter).
+    /// The command that removes the whole tree (and with it every class and filter): at the
+    /// root, the kernel puts its default qdisc back; under a tbf, tbf's bfifo is put back in
+    /// the tree's place in one step (a deleted child would leave tbf a noop qdisc that drops
+    /// everything). That bfifo has a handle of its own (the kernel's had `0:` and was hidden
+    /// from a plain `tc qdisc show`); its limit and behaviour are the same.
     pub fn teardown(&self) -> TcCommand {
-        self.cmd("qdisc del", "root")
+        match &self.graft {
+            None => self.cmd("qdisc del", "root"),
+            Some(g) => restore_bfifo(&self.dev, g),
+        }
     }
 
     /// `tc class add`: the tree's classes are made once and never changed.
@@ -177,6 +243,65 @@ impl HtbPlan {
 
 fn bits(n: u64) -> String {
     format!("{n}bit")
+}
+
+/// `tc qdisc replace dev DEV parent TBF:1 bfifo limit N`.
+fn restore_bfifo(dev: &str, g: &Graft) -> TcCommand {
+    TcCommand(
+        [
+            "qdisc",
+            "replace",
+            "dev",
+            dev,
+            "parent",
+            &g.parent,
+            "bfifo",
+            "limit",
+            &g.bfifo_limit.to_string(),
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+}
+
+/// A root tbf as `tc -j qdisc show dev DEV invisible` lists it (`invisible`: the bfifo the
+/// kernel gives tbf is hidden otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TbfRoot {
+    /// `8001:`.
+    pub handle: String,
+    /// tbf's rate in bits/s.
+    pub rate_bits: u64,
+    /// Its child qdisc, `KIND HANDLE` (`bfifo 0:`), if any is listed.
+    pub child: Option<String>,
+    /// The child's limit in bytes, when the child is a bfifo.
+    pub bfifo_limit: Option<u64>,
+}
+
+/// The root tbf in `tc -j qdisc show dev DEV invisible` output, if the root qdisc is a tbf.
+pub fn parse_tbf_root(json: &str) -> Option<TbfRoot> {
+    let qdiscs: Vec<serde_json::Value> = serde_json::from_str(json).ok()?;
+    let root = qdiscs
+        .iter()
+        .find(|q| q["root"] == true && q["kind"] == "tbf")?;
+    let handle = root["handle"].as_str()?.to_string();
+    // tc -j gives the rate in bytes/s.
+    let rate_bits = root["options"]["rate"].as_u64()?.checked_mul(8)?;
+    let parent = format!("{handle}1");
+    let child = qdiscs
+        .iter()
+        .find(|q| q["parent"].as_str() == Some(parent.as_str()));
+    let name =
+        child.and_then(|c| Some(format!("{} {}", c["kind"].as_str()?, c["handle"].as_str()?)));
+    let bfifo_limit = child
+        .filter(|c| c["kind"] == "bfifo")
+        .and_then(|c| c["options"]["limit"].as_u64());
+    Some(TbfRoot {
+        handle,
+        rate_bits,
+        child: name,
+        bfifo_limit,
+    })
 }
 
 /// The root qdisc of an interface, as `tc qdisc show` lists it.
@@ -285,7 +410,8 @@ impl Tc {
     }
 
     /// Builds the plan's tree. If a step fails, removes what was built, then returns the error
-    /// of the step (a root qdisc that already exists is never replaced: that fails here).
+    /// of the step (a root qdisc that already exists is never replaced: that fails here; a
+    /// graft replaces tbf's child, which the removal puts back).
     ///
     /// Mark matches are then checked to have taken: a kernel built without
     /// `CONFIG_CLS_U32_MARK` accepts `match mark` and silently drops it, which leaves a filter
@@ -346,6 +472,16 @@ impl Tc {
         Ok(parse_root_qdisc(&self.run(&cmd)?))
     }
 
+    /// The root tbf on `dev`, with its child, when the root qdisc is a tbf.
+    pub fn tbf_root(&self, dev: &str) -> Result<Option<TbfRoot>> {
+        let cmd = TcCommand(
+            ["-j", "qdisc", "show", "dev", dev, "invisible"]
+                .map(String::from)
+                .to_vec(),
+        );
+        Ok(parse_tbf_root(&self.run(&cmd)?))
+    }
+
     /// The counters of every class on `dev` (`tc -s class show dev DEV`).
     pub fn class_stats(&self, dev: &str) -> Result<Vec<ClassStats>> {
         let cmd = TcCommand(
@@ -359,25 +495,44 @@ impl Tc {
 }
 
 /// Whether `tc qdisc show dev DEV` and `tc class show dev DEV` describe exactly the tree an
-/// [`HtbPlan`] builds: root htb `1:` with default class 10, and the classes `1:1` (root), `1:10`
-/// (prio 0) and `1:20` (prio 7) below it, nothing else. Half of how a tree a killed tact left is
-/// told from someone else's (the other half is the [`TreeRecords`] record).
-pub fn is_tact_tree(qdiscs: &str, classes: &str) -> bool {
-    let root = qdiscs.lines().find(|l| {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        w.len() >= 4 && w[0] == "qdisc" && w[3] == "root"
-    });
-    let Some(root) = root else { return false };
-    let w: Vec<&str> = root.split_whitespace().collect();
-    let default_10 = w.windows(2).any(|p| p == ["default", "0x10"]);
-    if w[1] != "htb" || w[2] != "1:" || !default_10 {
+/// [`HtbPlan`] builds: htb `1:` with default class 10 at the root, or as the child of tbf class
+/// `graft` (`8001:1`) under a root tbf, and the classes `1:1` (htb's root), `1:10` (prio 0) and
+/// `1:20` (prio 7) below it, nothing else (but tbf's class). Half of how a tree a killed tact
+/// left is told from someone else's (the other half is the [`TreeRecords`] record).
+pub fn is_tact_tree(qdiscs: &str, classes: &str, graft: Option<&str>) -> bool {
+    let lines: Vec<Vec<&str>> = qdiscs
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .filter(|w: &Vec<&str>| w.len() >= 4 && w[0] == "qdisc")
+        .collect();
+    let Some(root) = lines.iter().find(|w| w[3] == "root") else {
+        return false;
+    };
+    let htb = match graft {
+        None => root,
+        Some(parent) => {
+            let tbf_class = format!("{}1", root[2]);
+            if root[1] != "tbf" || parent != tbf_class {
+                return false;
+            }
+            let Some(htb) = lines
+                .iter()
+                .find(|w| w.len() >= 5 && w[3] == "parent" && w[4] == parent)
+            else {
+                return false;
+            };
+            htb
+        }
+    };
+    let default_10 = htb.windows(2).any(|p| p == ["default", "0x10"]);
+    if htb[1] != "htb" || htb[2] != "1:" || !default_10 {
         return false;
     }
     let mut found: Vec<(String, String, Option<String>)> = classes
         .lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            if w.first() != Some(&"class") {
+            if w.first() != Some(&"class") || graft.is_some_and(|g| w.get(2) == Some(&g)) {
                 return None;
             }
             let after = |key: &str| w.windows(2).find(|p| p[0] == key).map(|p| p[1].to_string());
@@ -410,13 +565,17 @@ pub struct TreeRecord {
     pub netns: (u64, u64),
     pub dev: String,
     pub ifindex: u32,
+    /// Where the tree is grafted, when it is not at the root (absent in records of older tacts).
+    #[serde(default)]
+    pub graft: Option<Graft>,
 }
 
 /// The records of the htb trees tact built, one file per (tact, interface) in a directory
 /// (below the runtime directory, cleared at boot along with every tree): written once a tree
 /// is up, removed with it. A SIGKILLed tact leaves both; [`TreeRecords::sweep`] removes such a
-/// tree only when the record's owner is dead, it names this network namespace and the same
-/// interface, and the root qdisc there is still exactly tact's layout ([`is_tact_tree`]).
+/// tree (putting tbf's bfifo back under a grafted one) only when the record's owner is dead, it
+/// names this network namespace and the same interface, and the qdiscs there are still exactly
+/// tact's layout ([`is_tact_tree`]).
 #[derive(Debug, Clone)]
 pub struct TreeRecords {
     dir: PathBuf,
@@ -430,14 +589,16 @@ impl TreeRecords {
         Ok(TreeRecords { dir })
     }
 
-    /// Records that this process built a tree on `dev` (in its own network namespace).
-    pub fn write(&self, dev: &str) -> Result<()> {
+    /// Records that this process built a tree on `dev` (in its own network namespace), at the
+    /// root or grafted.
+    pub fn write(&self, dev: &str, graft: Option<&Graft>) -> Result<()> {
         let me = ProcReader::new().stat(std::process::id() as i32)?.id();
         let record = TreeRecord {
             owner: me,
             netns: own_netns()?,
             dev: dev.to_string(),
             ifindex: ifindex(dev)?,
+            graft: graft.cloned(),
         };
         let path = self.path(me.pid, dev);
         let tmp = path.with_extension("tmp");
@@ -486,17 +647,29 @@ impl TreeRecords {
             if alive || record.netns != here {
                 continue;
             }
-            if ifindex(&record.dev).ok() == Some(record.ifindex) && self.is_tacts(tc, &record.dev) {
-                let del = TcCommand(
-                    ["qdisc", "del", "dev", &record.dev, "root"]
-                        .map(String::from)
-                        .to_vec(),
-                );
+            let graft = record.graft.as_ref();
+            if ifindex(&record.dev).ok() == Some(record.ifindex)
+                && self.is_tacts(tc, &record.dev, graft)
+            {
+                let del = match graft {
+                    None => TcCommand(
+                        ["qdisc", "del", "dev", &record.dev, "root"]
+                            .map(String::from)
+                            .to_vec(),
+                    ),
+                    Some(g) => restore_bfifo(&record.dev, g),
+                };
                 if tc.run(&del).is_err() {
                     continue;
                 }
+                let put_back = graft.map_or(String::new(), |g| {
+                    format!(
+                        " (under tbf class {}: its bfifo, limit {} bytes, put back)",
+                        g.parent, g.bfifo_limit
+                    )
+                });
                 removed.push(format!(
-                    "tact {}'s htb tree on {}",
+                    "tact {}'s htb tree on {}{put_back}",
                     record.owner.pid, record.dev
                 ));
             }
@@ -505,14 +678,14 @@ impl TreeRecords {
         removed
     }
 
-    fn is_tacts(&self, tc: &Tc, dev: &str) -> bool {
+    fn is_tacts(&self, tc: &Tc, dev: &str, graft: Option<&Graft>) -> bool {
         let show = |object: &str| {
             tc.run(&TcCommand(
                 [object, "show", "dev", dev].map(String::from).to_vec(),
             ))
         };
         match (show("qdisc"), show("class")) {
-            (Ok(q), Ok(c)) => is_tact_tree(&q, &c),
+            (Ok(q), Ok(c)) => is_tact_tree(&q, &c, graft.map(|g| g.parent.as_str())),
             _ => false,
         }
     }
@@ -549,7 +722,8 @@ fn ifindex(dev: &str) -> Result<u32> {
 }
 
 /// Parses `tc -s class show`: each `class KIND ID ...` line is followed by
-/// ` Sent B bytes P pkt (dropped D, ...)`. `source` names the command in errors.
+/// ` Sent B bytes P pkt (dropped D, ...)`, but a tbf's class, which is left out. `source` names
+/// the command in errors.
 pub fn parse_class_stats(source: &str, text: &str) -> Result<Vec<ClassStats>> {
     let mut out: Vec<ClassStats> = Vec::new();
     let mut pending: Option<(usize, String)> = None;
@@ -567,7 +741,10 @@ pub fn parse_class_stats(source: &str, text: &str) -> Result<Vec<ClassStats>> {
                 let id = words
                     .get(2)
                     .ok_or_else(|| Error::parse(source, i + 1, "expected `class KIND ID`"))?;
-                pending = Some((i + 1, id.to_string()));
+                // tbf's one class (the parent of a grafted tree) has no counters to show.
+                if words.get(1) != Some(&"tbf") {
+                    pending = Some((i + 1, id.to_string()));
+                }
             }
             Some(&"Sent") => {
                 let Some((_, classid)) = pending.take() else {
@@ -639,32 +816,133 @@ mod tests {
 
     #[test]
     fn only_the_layout_tact_builds_is_recognised_as_its_tree() {
-        assert!(is_tact_tree(QDISC, CLASSES));
+        assert!(is_tact_tree(QDISC, CLASSES, None));
         // Someone else's htb: another handle, another default, another class or prio.
-        assert!(!is_tact_tree(&QDISC.replace("htb 1:", "htb 2:"), CLASSES));
-        assert!(!is_tact_tree(&QDISC.replace("0x10", "0x20"), CLASSES));
+        assert!(!is_tact_tree(
+            &QDISC.replace("htb 1:", "htb 2:"),
+            CLASSES,
+            None
+        ));
+        assert!(!is_tact_tree(&QDISC.replace("0x10", "0x20"), CLASSES, None));
         assert!(!is_tact_tree(
             QDISC,
-            &format!("{CLASSES}class htb 1:30 parent 1:1 prio 7 rate 8Kbit ceil 95Mbit\n")
+            &format!("{CLASSES}class htb 1:30 parent 1:1 prio 7 rate 8Kbit ceil 95Mbit\n"),
+            None
         ));
-        assert!(!is_tact_tree(QDISC, &CLASSES.replace("prio 7", "prio 3")));
         assert!(!is_tact_tree(
             QDISC,
-            &CLASSES.replace("1:20 parent 1:1", "1:20 parent 1:10")
+            &CLASSES.replace("prio 7", "prio 3"),
+            None
         ));
-        assert!(!is_tact_tree(QDISC, ""));
+        assert!(!is_tact_tree(
+            QDISC,
+            &CLASSES.replace("1:20 parent 1:1", "1:20 parent 1:10"),
+            None
+        ));
+        assert!(!is_tact_tree(QDISC, "", None));
         assert!(!is_tact_tree(
             "qdisc tbf 8001: root refcnt 2 rate 1Mbit\n",
-            CLASSES
+            CLASSES,
+            None
         ));
-        assert!(!is_tact_tree("", CLASSES));
+        assert!(!is_tact_tree("", CLASSES, None));
+    }
+
+    /// `tc -j qdisc show dev tg0 invisible` on this machine (iproute2 6.1) for
+    /// `tc qdisc add dev tg0 root tbf rate 100mbit burst 5kb latency 50ms`.
+    const TBF_JSON: &str = r#"[{"kind":"tbf","handle":"804a:","root":true,"refcnt":3,"options":{"rate":12500000,"burst":5112,"lat":50000}},{"kind":"bfifo","handle":"0:","parent":"804a:1","options":{"limit":630120}}]"#;
+
+    #[test]
+    fn a_root_tbf_is_read_with_the_limit_of_its_bfifo() {
+        let tbf = parse_tbf_root(TBF_JSON).unwrap();
+        assert_eq!(
+            tbf,
+            TbfRoot {
+                handle: "804a:".into(),
+                rate_bits: 100_000_000,
+                child: Some("bfifo 0:".into()),
+                bfifo_limit: Some(630_120),
+            }
+        );
+        // Another child: no limit to put back.
+        let fq = TBF_JSON.replace(
+            r#""kind":"bfifo","handle":"0:""#,
+            r#""kind":"fq_codel","handle":"10:""#,
+        );
+        let tbf = parse_tbf_root(&fq).unwrap();
+        assert_eq!(
+            (tbf.child.as_deref(), tbf.bfifo_limit),
+            (Some("fq_codel 10:"), None)
+        );
+        // Not a tbf at the root, or nothing: none.
+        assert_eq!(
+            parse_tbf_root(
+                r#"[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{}}]"#
+            ),
+            None
+        );
+        assert_eq!(parse_tbf_root(""), None);
+    }
+
+    #[test]
+    fn a_graft_replaces_tbfs_child_and_puts_its_bfifo_back() {
+        let tbf = parse_tbf_root(TBF_JSON).unwrap();
+        let plan = HtbPlan::grafted("tg0", &tbf, None, vec![BgMatch::Dscp(DSCP_LE)]).unwrap();
+        assert_eq!(plan.rate_bits, 200_000_000, "twice tbf's rate");
+        let setup: Vec<String> = plan.setup().iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            setup[..4],
+            [
+                "tc qdisc replace dev tg0 parent 804a:1 handle 1: htb default 10",
+                "tc class add dev tg0 parent 1: classid 1:1 htb rate 200000000bit ceil 200000000bit quantum 1514",
+                "tc class add dev tg0 parent 1:1 classid 1:10 htb rate 200000000bit ceil 200000000bit prio 0 quantum 1514",
+                "tc class add dev tg0 parent 1:1 classid 1:20 htb rate 8000bit ceil 200000000bit prio 7 quantum 1514",
+            ]
+        );
+        assert!(setup[4..]
+            .iter()
+            .all(|c| c.starts_with("tc filter add dev tg0 parent 1: ")));
+        // Never `qdisc del`: that would leave tbf a noop child.
+        assert_eq!(
+            plan.teardown().to_string(),
+            "tc qdisc replace dev tg0 parent 804a:1 bfifo limit 630120"
+        );
+        let mut fq = tbf.clone();
+        fq.bfifo_limit = None;
+        fq.child = Some("fq_codel 10:".into());
+        let err = HtbPlan::grafted("tg0", &fq, None, vec![BgMatch::Dscp(DSCP_LE)]).unwrap_err();
+        assert!(err.to_string().contains("fq_codel 10:"), "{err}");
+    }
+
+    #[test]
+    fn a_grafted_tree_is_recognised_under_its_tbf_only() {
+        let qdiscs = "qdisc tbf 804a: root refcnt 3 rate 100Mbit burst 5Kb lat 50ms \n\
+             qdisc htb 1: parent 804a:1 r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000\n";
+        let classes = format!("class tbf 804a:1 parent 804a: leaf 1: \n{CLASSES}");
+        assert!(is_tact_tree(qdiscs, &classes, Some("804a:1")));
+        // Not at the root, and not under another tbf's class.
+        assert!(!is_tact_tree(qdiscs, &classes, None));
+        assert!(!is_tact_tree(qdiscs, &classes, Some("804b:1")));
+        // tbf's bfifo back (the tree is gone), or someone's htb of another layout there.
+        let bfifo = "qdisc tbf 804a: root refcnt 3 rate 100Mbit \n\
+                     qdisc bfifo 804b: parent 804a:1 limit 630120b\n";
+        assert!(!is_tact_tree(
+            bfifo,
+            "class tbf 804a:1 parent 804a: leaf 804b: \n",
+            Some("804a:1")
+        ));
+        assert!(!is_tact_tree(
+            &qdiscs.replace("0x10", "0x20"),
+            &classes,
+            Some("804a:1")
+        ));
     }
 
     #[test]
     fn records_are_written_removed_and_kept_when_their_owner_lives() {
         let dir = tempfile::tempdir().unwrap();
         let records = TreeRecords::new(dir.path().join("htb")).unwrap();
-        records.write("lo").unwrap();
+        records.write("lo", None).unwrap();
         let path = dir
             .path()
             .join(format!("htb/{}-lo.json", std::process::id()));
@@ -691,6 +969,7 @@ mod tests {
                 netns,
                 dev: "tact-test-gone".into(),
                 ifindex: 7,
+                graft: None,
             };
             let p = dir.path().join("htb").join(name);
             fs::write(&p, serde_json::to_vec(&r).unwrap()).unwrap();

@@ -176,6 +176,7 @@ impl IdleSettings {
         let net = NetOptions {
             rate_bits: args.net_rate,
             replace_qdisc: args.net_replace_qdisc,
+            leave_tbf: args.net_leave_tbf,
         };
         let links: Vec<&str> = gated
             .iter()
@@ -184,8 +185,8 @@ impl IdleSettings {
                 Gated::Disk(_) => None,
             })
             .collect();
-        if links.is_empty() && (net.rate_bits.is_some() || net.replace_qdisc) {
-            bail!("--net-rate and --net-replace-qdisc apply to --idle net only");
+        if links.is_empty() && (net.rate_bits.is_some() || net.replace_qdisc || net.leave_tbf) {
+            bail!("--net-rate, --net-replace-qdisc and --net-leave-tbf apply to --idle net only");
         }
         let runtime = crate::paths::runtime_dir()?;
         let shapers = links

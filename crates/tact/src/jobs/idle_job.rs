@@ -125,8 +125,10 @@ impl Watched {
             }
         }
         if let Some(mut shaper) = self.shaper.take() {
-            if let Err(e) = shaper.remove() {
-                eprintln!("tact: {}: cannot remove the htb tree: {e}", self.label);
+            match shaper.remove() {
+                Ok(Some(restored)) => eprintln!("tact: {}: {restored}", self.label),
+                Ok(None) => {}
+                Err(e) => eprintln!("tact: {}: cannot remove the htb tree: {e}", self.label),
             }
         }
     }

@@ -6,6 +6,12 @@
 //! and not changed while it stands: the PI is the gate's hold of the job (clamping the class's
 //! ceil during it left the class in debt, `tact_linux::actuate::htb`).
 //!
+//! Someone else's root qdisc is left alone (or replaced, `--net-replace-qdisc`), but for a tbf:
+//! tbf is one FIFO, and a job stopped by the gate still has its packets queued in it, ahead of
+//! every foreground burst. Under a tbf whose child is a bfifo (the kernel gives it one), the
+//! tree is grafted as tbf's child instead (tbf still sets the rate, the tree orders its queue),
+//! and the bfifo is put back at the end (`--net-leave-tbf`: leave it alone).
+//!
 //! Each part is set up only where it can be and says why not otherwise; the user-level gate runs
 //! either way. Both are undone when dropped, so every exit path that unwinds removes them. What
 //! a SIGKILLed tact leaves is swept by the next one's setup: its nftables table (named after its
@@ -15,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tact_linux::actuate::cgroup2::JobCgroup2;
-use tact_linux::actuate::htb::{self, BgMatch, HtbPlan, RootQdisc, Tc, TreeRecords, DSCP_LE};
+use tact_linux::actuate::htb::{
+    self, BgMatch, Graft, HtbPlan, RootQdisc, Tc, TreeRecords, DSCP_LE,
+};
 use tact_linux::actuate::nft::{DscpMark, Nft};
 use tact_linux::probe::htb_class::TcClasses;
 use tact_linux::probe::netstats::NetReader;
@@ -35,6 +43,8 @@ pub struct NetOptions {
     pub rate_bits: Option<u64>,
     /// `--net-replace-qdisc`: replace a root qdisc someone else added (not restored).
     pub replace_qdisc: bool,
+    /// `--net-leave-tbf`: leave a root tbf alone rather than graft the tree under it.
+    pub leave_tbf: bool,
 }
 
 /// The htb tree on one interface.
@@ -56,22 +66,6 @@ impl Shaper {
         opts: NetOptions,
         records: &Path,
     ) -> Result<(Shaper, String), String> {
-        let (rate, from) = match opts.rate_bits {
-            Some(r) => (r, "--net-rate".to_string()),
-            None => match NetReader::new().speed_bits(iface) {
-                Ok(Some(link)) => (
-                    (link as f64 * RATE_OF_LINK) as u64,
-                    format!("95% of the link's {}", fmt_rate(link)),
-                ),
-                Ok(None) => {
-                    return Err(format!(
-                        "the link speed of {iface} is unknown (/sys/class/net/{iface}/speed); \
-                         give it with --net-rate RATE"
-                    ))
-                }
-                Err(e) => return Err(e.to_string()),
-            },
-        };
         let tc = Tc::new();
         tc.check(iface).map_err(|e| e.to_string())?;
         // A tree tact cannot record is one a SIGKILL would leave unrecognisable.
@@ -80,27 +74,48 @@ impl Shaper {
         for what in records.sweep(&tc) {
             eprintln!("tact: net:{iface}: removed {what}, left by a tact that was killed");
         }
-        let plan =
-            HtbPlan::new(iface, rate, vec![BgMatch::Dscp(DSCP_LE)]).map_err(|e| e.to_string())?;
-        let mut replaced = String::new();
-        if let Some(q) = tc.root_qdisc(iface).map_err(|e| e.to_string())? {
-            if !q.is_default() {
-                if !opts.replace_qdisc {
+        let bg = vec![BgMatch::Dscp(DSCP_LE)];
+        let (plan, how) = match tc.root_qdisc(iface).map_err(|e| e.to_string())? {
+            Some(q) if !q.is_default() && !opts.replace_qdisc => {
+                if q.kind != "tbf" {
                     return Err(format!(
                         "{iface} has a root qdisc tact did not make ({}); tact leaves it alone \
                          (--net-replace-qdisc replaces it, and it is not put back afterwards)",
                         describe(&q)
                     ));
                 }
-                tc.run(&plan.teardown()).map_err(|e| e.to_string())?;
-                replaced = format!(
-                    "; replaced {} (--net-replace-qdisc: not put back)",
-                    describe(&q)
-                );
+                if opts.leave_tbf {
+                    return Err(format!(
+                        "{iface} has a root qdisc tact did not make ({}); --net-leave-tbf: tact \
+                         leaves it alone",
+                        describe(&q)
+                    ));
+                }
+                graft_plan(&tc, iface, opts, bg)?
             }
-        }
+            root => {
+                let (rate, from) = root_rate(iface, opts)?;
+                let plan = HtbPlan::new(iface, rate, bg).map_err(|e| e.to_string())?;
+                let mut replaced = String::new();
+                if let Some(q) = root.filter(|q| !q.is_default()) {
+                    tc.run(&plan.teardown()).map_err(|e| e.to_string())?;
+                    replaced = format!(
+                        "; replaced {} (--net-replace-qdisc: not put back)",
+                        describe(&q)
+                    );
+                }
+                let how = format!(
+                    "htb at {} ({from}): foreground {}, the job's class {} below it \
+                     (DSCP LE){replaced}",
+                    fmt_rate(rate),
+                    htb::FG_CLASS,
+                    htb::BG_CLASS,
+                );
+                (plan, how)
+            }
+        };
         tc.apply(&plan).map_err(|e| e.to_string())?;
-        if let Err(e) = records.write(iface) {
+        if let Err(e) = records.write(iface, plan.graft.as_ref()) {
             let _ = tc.remove(&plan);
             return Err(format!("cannot record the tree: {e}"));
         }
@@ -112,12 +127,6 @@ impl Shaper {
                 return Err(format!("cannot read the tree's classes: {e}"));
             }
         };
-        let how = format!(
-            "htb at {} ({from}): foreground {}, the job's class {} below it (DSCP LE){replaced}",
-            fmt_rate(rate),
-            htb::FG_CLASS,
-            htb::BG_CLASS,
-        );
         Ok((
             Shaper {
                 tc,
@@ -152,15 +161,47 @@ impl Shaper {
         self.records.remove(&self.plan.dev)
     }
 
-    /// Removes the tree (the kernel puts its default root qdisc back), then its record; a tree
-    /// that could not be removed keeps its record, so a later tact can sweep it.
-    pub fn remove(&mut self) -> tact_linux::Result<()> {
+    /// Removes the tree (at the root the kernel puts its default qdisc back; under a tbf, tbf's
+    /// bfifo is put back and read back), then its record; a tree that could not be removed keeps
+    /// its record, so a later tact can sweep it. What was put back under a tbf, for the user.
+    pub fn remove(&mut self) -> tact_linux::Result<Option<String>> {
         if self.removed {
-            return Ok(());
+            return Ok(None);
         }
         self.removed = true;
         self.tc.remove(&self.plan)?;
-        self.records.remove(&self.plan.dev)
+        let restored = match &self.plan.graft {
+            None => None,
+            Some(g) => Some(self.check_restored(g)?),
+        };
+        self.records.remove(&self.plan.dev)?;
+        Ok(restored)
+    }
+
+    /// Reads tbf's child back after the tree went: a bfifo of the limit it had.
+    fn check_restored(&self, g: &Graft) -> tact_linux::Result<String> {
+        let dev = &self.plan.dev;
+        let tbf = self.tc.tbf_root(dev)?;
+        match tbf.filter(|t| format!("{}1", t.handle) == g.parent) {
+            Some(t) if t.bfifo_limit == Some(g.bfifo_limit) => Ok(format!(
+                "restored bfifo limit {} under tbf {} at exit (read back: {})",
+                g.bfifo_limit,
+                t.handle,
+                t.child.as_deref().unwrap_or("?")
+            )),
+            found => Err(tact_linux::Error::Unavailable {
+                what: format!("tbf's bfifo on {dev}"),
+                reason: format!(
+                    "after `{}`, tbf class {} has {} instead of a bfifo of limit {}",
+                    self.plan.teardown(),
+                    g.parent,
+                    found
+                        .and_then(|t| t.child)
+                        .unwrap_or_else(|| "no tbf".into()),
+                    g.bfifo_limit
+                ),
+            }),
+        }
     }
 }
 
@@ -169,6 +210,56 @@ impl Drop for Shaper {
         // The last resort of an early return; the job's end calls `remove` and reports.
         let _ = self.remove();
     }
+}
+
+/// The rate of a tree at the root: `--net-rate`, or just under the link's speed.
+fn root_rate(iface: &str, opts: NetOptions) -> Result<(u64, String), String> {
+    if let Some(r) = opts.rate_bits {
+        return Ok((r, "--net-rate".to_string()));
+    }
+    match NetReader::new().speed_bits(iface) {
+        Ok(Some(link)) => Ok((
+            (link as f64 * RATE_OF_LINK) as u64,
+            format!("95% of the link's {}", fmt_rate(link)),
+        )),
+        Ok(None) => Err(format!(
+            "the link speed of {iface} is unknown (/sys/class/net/{iface}/speed); give it with \
+             --net-rate RATE"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The tree grafted under the root tbf on `iface`, and what it is for the user.
+fn graft_plan(
+    tc: &Tc,
+    iface: &str,
+    opts: NetOptions,
+    bg: Vec<BgMatch>,
+) -> Result<(HtbPlan, String), String> {
+    let tbf = tc
+        .tbf_root(iface)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the root tbf on {iface} went while tact looked at it"))?;
+    let plan = HtbPlan::grafted(iface, &tbf, opts.rate_bits, bg)
+        .map_err(|e| format!("{e}; tact leaves the tbf alone (--net-replace-qdisc replaces it)"))?;
+    let graft = plan.graft.as_ref().expect("a grafted plan");
+    let from = match opts.rate_bits {
+        Some(_) => "--net-rate".to_string(),
+        None => "twice tbf's, so that tbf alone sets the rate".to_string(),
+    };
+    let how = format!(
+        "grafted under tbf {} on {iface} (tbf's rate {} kept): htb at {} ({from}), foreground \
+         {}, the job's class {} below it (DSCP LE); tbf's bfifo (limit {} bytes) is put back at \
+         exit (--net-leave-tbf: leave the tbf alone)",
+        tbf.handle,
+        fmt_rate(tbf.rate_bits),
+        fmt_rate(plan.rate_bits),
+        htb::FG_CLASS,
+        htb::BG_CLASS,
+        graft.bfifo_limit,
+    );
+    Ok((plan, how))
 }
 
 /// The htb tree on a gated link, where tact may build it, and what the log says about it. With
