@@ -131,7 +131,8 @@ class Controller:
     def status(self) -> ControllerStatus: ...
     def turns(self, now: float) -> Optional[Dict[str, Any]]:
         """With ``coordinate``: ``key``, ``turns`` granted, seconds ``waited`` for them and
-        ``held``, and whether one is ``holding`` now; None without."""
+        ``held``, whether one is ``holding`` now, and the other instances' completions
+        passed to the policy, ``peer_completions``; None without."""
     def drain_trace(self) -> List[Transition]: ...
 
 class Bottleneck:

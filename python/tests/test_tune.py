@@ -668,6 +668,14 @@ def test_two_controllers_on_one_key_take_turns(tmp_path: Path, monkeypatch):
     assert (ta["key"], ta["turns"], ta["holding"]) == ("k", 1, True)
     assert (tb["turns"], tb["holding"]) == (0, False)
     assert tb["waited"] == pytest.approx(0.4)
+    # Completions reach the other controller on its next completion or tick, never one's own.
+    assert (tmp_path / "tune" / "k.done").exists()
+    for i in range(5):
+        a.on_complete(0.5 + i / 100, 2, 0)
+    b.on_complete(0.55, 2, 0)
+    a.on_tick(0.6)
+    counts = (a.turns(0.6)["peer_completions"], b.turns(0.6)["peer_completions"])
+    assert counts == (1, 5)
     # The kernel drops a lock with its file: a controller gone gives the turn up.
     del a
     b.on_tick(0.6)
@@ -691,8 +699,13 @@ def test_bad_coordination_is_refused(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path / "file"))
     with pytest.raises(OSError, match="lock directory"):
         tact.Controller(n_max=8, coordinate="k")
+    # Epoch mode takes no lock but shares completions through the same directory.
+    with pytest.raises(OSError, match="lock directory"):
+        tact.Controller(n_max=8, coordinate="e", coordinate_mode="epoch", epoch=0.5)
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path))
     c = tact.Controller(n_max=8, coordinate="e", coordinate_mode="epoch", epoch=0.5)
     assert c.turns(0.0)["turns"] == 0
+    assert (tmp_path / "tune" / "e.done").exists() and not (tmp_path / "tune" / "e.lock").exists()
 
 
 def test_executor_takes_its_turn(tmp_path: Path, monkeypatch):

@@ -196,7 +196,10 @@ impl Controller {
             load: Load::new(in_flight, queued),
             latency,
         };
-        self.with_policy(py, |policy| policy.on_event(event))
+        self.with_policy(py, |policy| {
+            let peers = self.share(policy, at);
+            policy.on_event(event).or(peers)
+        })
     }
 
     /// Workers took tasks outside a completion (after a target increase, when input arrived).
@@ -337,8 +340,8 @@ impl Controller {
     }
 
     /// With coordinate: the key, the turns granted ("turns"), the seconds spent waiting for
-    /// them ("waited") and holding them ("held"), and whether it holds one now ("holding");
-    /// None without. `now` on the clock of the other calls.
+    /// them ("waited") and holding them ("held"), whether it holds one now ("holding"), and the
+    /// other instances' completions passed to the policy ("peer_completions"); None without. `now` on the clock of the other calls.
     fn turns<'py>(&self, py: Python<'py>, now: f64) -> PyResult<Option<Bound<'py, PyDict>>> {
         let at = seconds("now", now)?;
         // Without the GIL, as every lock here (see `read_pressure`).
@@ -355,6 +358,7 @@ impl Controller {
         d.set_item("waited", s.waited.as_secs_f64())?;
         d.set_item("held", s.held.as_secs_f64())?;
         d.set_item("holding", s.holding)?;
+        d.set_item("peer_completions", s.peer_completions)?;
         Ok(Some(d))
     }
 
@@ -374,6 +378,16 @@ impl Controller {
     fn turn(&self, policy: &mut dyn Policy, at: Duration) -> Option<usize> {
         let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
         turns.as_mut()?.check(policy, at)
+    }
+
+    /// Before a completion (coordinate): passes the other instances' completions since the
+    /// last read on, and adds this one to the count they see.
+    fn share(&self, policy: &mut dyn Policy, at: Duration) -> Option<usize> {
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        let turns = turns.as_mut()?;
+        let peers = turns.peers(policy, at);
+        turns.completed(1);
+        peers
     }
 
     fn lock(&self) -> MutexGuard<'_, Engine> {

@@ -1,6 +1,6 @@
 //! `tact tune --coordinate KEY`: two runs on one key take turns measuring (spec concurrency.md
 //! §6 item 4). Their TCC explorations, read from their JSON logs and put on one clock, never
-//! overlap, and each run takes turns.
+//! overlap, each run takes turns, and each is told the other's completions, never its own.
 
 mod common;
 
@@ -88,9 +88,20 @@ fn two_runs_on_one_key_never_explore_at_once() {
         let err = stderr_of(child);
         assert_eq!(status.code(), Some(0), "{err}");
         assert!(err.contains(&format!("turns on {key}: ")), "{err}");
-        runs.push(explorations(&json_log(&d.path().join("tune.jsonl"))));
+        let log = json_log(&d.path().join("tune.jsonl"));
+        // The runs overlap for most of their 300 jobs each: told some of the other's
+        // completions, and never more than it has (its own would be 300 more).
+        let end = of_kind(&log, "end")[0];
+        let peers = end["peer_completions"].as_u64().unwrap();
+        assert!((1..=300).contains(&peers), "{end}");
+        assert!(
+            err.contains(&format!("{peers} completions of the others")),
+            "{err}"
+        );
+        runs.push(explorations(&log));
     }
     assert!(runtime.path().join(format!("tune/{key}.lock")).exists());
+    assert!(runtime.path().join(format!("tune/{key}.done")).exists());
     let [(a, turns_a), (b, turns_b)] = [&runs[0], &runs[1]];
     // Not vacuous: both took turns, and both explored from a steady state.
     assert!(
@@ -173,10 +184,12 @@ fn epoch_mode_logs_its_turns_without_a_lock() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
+    // No lock, but the completions are shared through the same directory.
     assert!(
-        !runtime.path().join("tune").exists(),
+        !runtime.path().join("tune/e.lock").exists(),
         "epoch mode takes no lock"
     );
+    assert!(runtime.path().join("tune/e.done").exists());
     let log = json_log(&dir.path().join("tune.jsonl"));
     let grants: Vec<&Value> = of_kind(&log, "turn")
         .into_iter()

@@ -89,7 +89,8 @@ pub struct Controller {
     max: usize,
     target: usize,
     history: VecDeque<(Duration, usize)>,
-    /// Turns with other instances on the same bottleneck, checked on every tick.
+    /// Turns with other instances on the same bottleneck, checked on every tick; they also
+    /// share completions with those instances on every event.
     turns: Option<Turns>,
     /// Where TCC's steady counts go ([`Engine::keyed`]); a failed write is warned about once.
     keyed: Option<Keyed>,
@@ -135,10 +136,21 @@ impl Controller {
         }
     }
 
-    /// Feeds one event; true when the (clamped) target changed.
+    /// Feeds one event; true when the (clamped) target changed. Coordinated, the other
+    /// instances' completions since the last event come first, and a completion is added to
+    /// the count they see.
     pub fn feed(&mut self, event: Event) -> bool {
+        let at = event.at();
+        let mut changed = false;
+        if let Some(turns) = &mut self.turns {
+            let asked = turns.peers(self.engine.policy(), at);
+            if matches!(event, Event::Complete { .. }) {
+                turns.completed(1);
+            }
+            changed = self.answer(asked, at);
+        }
         let asked = self.engine.policy().on_event(event);
-        self.answer(asked, event.at())
+        self.answer(asked, at) || changed
     }
 
     /// Time passed: the bottleneck's utilization ([`Policy::on_hint`]) when the tick read one,

@@ -190,8 +190,9 @@ macro_rules! controller_setters {
         /// Coordinates the controller with other instances (pools, limiters, `tact tune`) that
         /// share its bottleneck under the same key (`docs/tune.md`, "Several instances on one
         /// bottleneck"): TCC then starts a new cycle of measuring only when it has the turn
-        /// (turns mode: one instance at a time; epoch mode: at shared epochs). The ticker
-        /// checks the turn on every tick, so this needs ticks: `build` panics with a zero
+        /// (turns mode: one instance at a time; epoch mode: at shared epochs), and while it has
+        /// it counts the others' completions as its samples (shared through `KEY.done`, see
+        /// [`Turns::peers`](crate::tune::Turns::peers)). The ticker checks the turn on every tick, so this needs ticks: `build` panics with a zero
         /// [`tick`](Self::tick), with which TCC would wait for its first turn for ever.
         /// Policies that do not measure in cycles (every baseline) never ask for a turn.
         ///

@@ -18,12 +18,21 @@
 //!   start together, for three or more instances.
 //!
 //! Hosts call [`Turns::check`] on their ticks, under the lock that orders their events.
+//!
+//! While an instance holds the turn, the other instances' completions count as its samples
+//! ([`Policy::on_peer_completions`]), so that an add step that only takes share from them gains
+//! nothing. They come through `KEY.done` in the lock directory, in both modes: eight bytes every
+//! instance adds its own completions to ([`Turns::completed`], one atomic add on a shared
+//! mapping); each read of it ([`Turns::peers`], also part of every check) passes what the others
+//! added since the previous one.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tact_core::tune::Policy;
@@ -60,6 +69,8 @@ pub enum CoordinateError {
     Dir { path: PathBuf, source: io::Error },
     #[error("cannot open the lock file {}: {source}", path.display())]
     Open { path: PathBuf, source: io::Error },
+    #[error("cannot share completions through {}: {source}", path.display())]
+    Count { path: PathBuf, source: io::Error },
 }
 
 /// Checks a key: it becomes a file name in the lock directory.
@@ -138,12 +149,6 @@ pub struct TurnLock {
 }
 
 impl TurnLock {
-    /// The lock of `key` in [`lock_dir`], created if needed.
-    pub fn open(key: &str) -> Result<TurnLock, CoordinateError> {
-        check_key(key)?;
-        TurnLock::open_in(&lock_dir(), key)
-    }
-
     /// The lock of `key` in `dir`, created if needed.
     pub fn open_in(dir: &Path, key: &str) -> Result<TurnLock, CoordinateError> {
         check_key(key)?;
@@ -207,6 +212,96 @@ impl TurnLock {
     }
 }
 
+/// The completions of every instance on a key: the first eight bytes of `DIR/KEY.done`, mapped
+/// shared and added to as one `AtomicU64`. The file only ever grows (to eight bytes, by whoever
+/// finds it shorter), so a mapping never loses its page. Its value means nothing by itself: each
+/// reader keeps the value it last saw.
+struct SharedCount {
+    count: NonNull<AtomicU64>,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping lives as long as the struct and is only ever accessed atomically.
+unsafe impl Send for SharedCount {}
+// SAFETY: as for Send.
+unsafe impl Sync for SharedCount {}
+
+const COUNT_LEN: usize = std::mem::size_of::<AtomicU64>();
+
+impl SharedCount {
+    /// The count of `key` in `dir` (which [`make_dir`] made), created at zero if needed.
+    fn open(dir: &Path, key: &str) -> Result<SharedCount, CoordinateError> {
+        let path = dir.join(format!("{key}.done"));
+        let err = |source| CoordinateError::Count {
+            path: path.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&path)
+            .map_err(err)?;
+        let meta = file.metadata().map_err(err)?;
+        if !meta.is_file() {
+            return Err(err(io::Error::other("not a regular file")));
+        }
+        // Two instances that both find it empty both grow it to the same length: no count is
+        // lost, as none was added before the file had its length.
+        if meta.len() < COUNT_LEN as u64 {
+            file.set_len(COUNT_LEN as u64).map_err(err)?;
+        }
+        // SAFETY: a fresh shared mapping of the file's first bytes, which exist now; the
+        // descriptor may close afterwards, the mapping keeps the file.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                COUNT_LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(err(io::Error::last_os_error()));
+        }
+        let count = NonNull::new(at.cast::<AtomicU64>()).expect("mmap never maps at 0");
+        Ok(SharedCount { count, path })
+    }
+
+    fn get(&self) -> &AtomicU64 {
+        // SAFETY: page-aligned, mapped for the struct's life, and written only atomically.
+        unsafe { self.count.as_ref() }
+    }
+
+    fn add(&self, n: u64) {
+        self.get().fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn load(&self) -> u64 {
+        self.get().load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for SharedCount {
+    fn drop(&mut self) {
+        // SAFETY: the mapping open() made; nothing refers to it after the struct.
+        unsafe { libc::munmap(self.count.as_ptr().cast(), COUNT_LEN) };
+    }
+}
+
+impl std::fmt::Debug for SharedCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedCount")
+            .field("path", &self.path)
+            .field("count", &self.load())
+            .finish()
+    }
+}
+
 /// What happened to the turn, for logs and traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -239,6 +334,9 @@ pub struct TurnStats {
     pub held: Duration,
     /// The policy holds the turn now.
     pub holding: bool,
+    /// The other instances' completions passed to the policy (it counts them only while it
+    /// holds the turn).
+    pub peer_completions: u64,
 }
 
 /// The host's side of the coordination of one policy.
@@ -251,6 +349,11 @@ pub struct Turns {
     holding: Option<Duration>,
     stats: TurnStats,
     events: Vec<TurnEvent>,
+    /// The key's completions, shared with the other instances: its value at the last read, and
+    /// this instance's own additions since then.
+    done: SharedCount,
+    seen: u64,
+    own: u64,
 }
 
 #[derive(Debug)]
@@ -264,34 +367,40 @@ enum Mode {
 const EVENTS_MAX: usize = 1024;
 
 impl Turns {
-    /// A coordinator for `key` (checked: [`check_key`]); in turns mode its lock file is opened
+    /// A coordinator for `key` (checked: [`check_key`]) in [`lock_dir`]; its files are opened
     /// now, so a directory that cannot be used fails before the work starts.
     pub fn new(key: &str, mode: CoordinateMode) -> Result<Turns, CoordinateError> {
+        Turns::new_in(&lock_dir(), key, mode)
+    }
+
+    /// A coordinator whose files are in `dir` rather than [`lock_dir`] (tests, separate groups).
+    pub fn new_in(dir: &Path, key: &str, mode: CoordinateMode) -> Result<Turns, CoordinateError> {
         check_key(key)?;
         let mode = match mode {
-            CoordinateMode::Turns => Mode::Turns(TurnLock::open(key)?),
+            CoordinateMode::Turns => Mode::Turns(TurnLock::open_in(dir, key)?),
             CoordinateMode::Epoch(p) if p < Duration::from_millis(1) => {
                 return Err(CoordinateError::BadEpoch)
             }
-            CoordinateMode::Epoch(p) => Mode::Epoch(p, None),
+            CoordinateMode::Epoch(p) => {
+                make_dir(dir)?;
+                Mode::Epoch(p, None)
+            }
         };
-        Ok(Turns::with_mode(key, mode))
-    }
-
-    /// Turns through a lock already opened (e.g. in another directory than [`lock_dir`]).
-    pub fn with_lock(key: &str, lock: TurnLock) -> Turns {
-        Turns::with_mode(key, Mode::Turns(lock))
-    }
-
-    fn with_mode(key: &str, mode: Mode) -> Turns {
-        Turns {
+        let done = SharedCount::open(dir, key)?;
+        // The first read counts from now: what the others (or an earlier run of this one) added
+        // before is nobody's completions of this run.
+        let seen = done.load();
+        Ok(Turns {
             key: key.to_owned(),
             mode,
             waiting: None,
             holding: None,
             stats: TurnStats::default(),
             events: Vec::new(),
-        }
+            done,
+            seen,
+            own: 0,
+        })
     }
 
     pub fn key(&self) -> &str {
@@ -311,11 +420,42 @@ impl Turns {
         policy.coordinate();
     }
 
-    /// One check at host time `now`: gives the turn up when the policy no longer wants it, asks
-    /// for it when it does, and grants it when it came. Returns the policy's new target when the
-    /// grant changed it. A lock that fails (it never should: the file is open) counts as
-    /// taken by someone else, and is retried on the next check.
+    /// The host's own `n` completions: added to the key's shared count for the others to see
+    /// (one atomic add), and left out of this instance's next [`peers`](Self::peers).
+    pub fn completed(&mut self, n: u64) {
+        if n > 0 {
+            self.done.add(n);
+            self.own += n;
+        }
+    }
+
+    /// Passes the other instances' completions since the last read to the policy, at host time
+    /// `now` ([`Policy::on_peer_completions`]); the new target when they changed it. One atomic
+    /// load: hosts call it before each of their own events and on every check, so they arrive
+    /// in small batches. TCC takes a batch as that many samples at once, the first with the
+    /// busy time since its previous sample and the rest with none: a configuration's samples
+    /// and busy time, hence the throughput it is judged by, stay whole.
+    pub fn peers(&mut self, policy: &mut dyn Policy, now: Duration) -> Option<usize> {
+        let total = self.done.load();
+        let own = std::mem::take(&mut self.own);
+        // A count below the last one was reset under us (never by tact): start again from it.
+        let since = total.saturating_sub(self.seen);
+        self.seen = total;
+        let peers = since.saturating_sub(own);
+        if peers == 0 {
+            return None;
+        }
+        self.stats.peer_completions += peers;
+        policy.on_peer_completions(now, u32::try_from(peers).unwrap_or(u32::MAX))
+    }
+
+    /// One check at host time `now`: passes the other instances' completions on
+    /// ([`peers`](Self::peers)), gives the turn up when the policy no longer wants it, asks for
+    /// it when it does, and grants it when it came. Returns the policy's new target when that
+    /// changed it. A lock that fails (it never should: the file is open) counts as taken by
+    /// someone else, and is retried on the next check.
     pub fn check(&mut self, policy: &mut dyn Policy, now: Duration) -> Option<usize> {
+        let peers = self.peers(policy, now);
         let boundary = match &mut self.mode {
             Mode::Epoch(period, last) => {
                 let index = epoch_index(SystemTime::now(), *period);
@@ -325,7 +465,7 @@ impl Turns {
             }
             Mode::Turns(_) => false,
         };
-        self.check_with(policy, now, boundary)
+        self.check_with(policy, now, boundary).or(peers)
     }
 
     /// [`check`](Self::check) with the epoch's boundary given (whether one passed since the last
@@ -516,6 +656,7 @@ mod tests {
         due: bool,
         exploring: bool,
         grants: Vec<Duration>,
+        peers: Vec<(Duration, u32)>,
     }
 
     impl Fake {
@@ -525,6 +666,7 @@ mod tests {
                 due: false,
                 exploring: false,
                 grants: Vec::new(),
+                peers: Vec::new(),
             }
         }
     }
@@ -552,6 +694,10 @@ mod tests {
             self.exploring = true;
             Some(2)
         }
+        fn on_peer_completions(&mut self, now: Duration, count: u32) -> Option<usize> {
+            self.peers.push((now, count));
+            None
+        }
     }
 
     fn s(secs: u64) -> Duration {
@@ -562,8 +708,8 @@ mod tests {
     fn two_coordinators_take_turns_and_count_them() {
         let dir = tempfile::tempdir().unwrap();
         let lock = |k| TurnLock::open_in(dir.path(), k).unwrap();
-        let mut ca = Turns::with_lock("k", lock("k"));
-        let mut cb = Turns::with_lock("k", lock("k"));
+        let turns = || Turns::new_in(dir.path(), "k", CoordinateMode::Turns).unwrap();
+        let (mut ca, mut cb) = (turns(), turns());
         let (mut a, mut b) = (Fake::new(), Fake::new());
         ca.start(&mut a);
         assert!(a.coordinated);
@@ -616,8 +762,78 @@ mod tests {
     }
 
     #[test]
+    fn instances_see_each_other_s_completions_never_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |key, mode| Turns::new_in(dir.path(), key, mode).unwrap();
+        let mut ca = open("k", CoordinateMode::Turns);
+        // Epoch mode shares the same count.
+        let mut cb = open("k", CoordinateMode::Epoch(s(60)));
+        let mut other = open("web", CoordinateMode::Turns);
+        let (mut a, mut b, mut o) = (Fake::new(), Fake::new(), Fake::new());
+        let len = std::fs::metadata(dir.path().join("k.done")).unwrap().len();
+        assert_eq!(len, 8);
+        ca.completed(3);
+        cb.completed(2);
+        other.completed(7);
+        assert_eq!(ca.peers(&mut a, s(1)), None);
+        assert_eq!(cb.peers(&mut b, s(1)), None);
+        assert_eq!(
+            (a.peers.clone(), b.peers.clone()),
+            (vec![(s(1), 2)], vec![(s(1), 3)])
+        );
+        // Nothing new: nothing passed; own completions only: nothing either.
+        ca.peers(&mut a, s(2));
+        ca.completed(5);
+        ca.peers(&mut a, s(3));
+        assert_eq!(a.peers, [(s(1), 2)]);
+        // A check reads the count too.
+        cb.completed(1);
+        ca.check(&mut a, s(4));
+        cb.check(&mut b, s(4));
+        assert_eq!(a.peers, [(s(1), 2), (s(4), 1)]);
+        assert_eq!(b.peers, [(s(1), 3), (s(4), 5)]);
+        other.peers(&mut o, s(4));
+        assert!(o.peers.is_empty(), "another key: {:?}", o.peers);
+        assert_eq!(ca.stats(s(5)).peer_completions, 3);
+        assert_eq!(cb.stats(s(5)).peer_completions, 8);
+    }
+
+    #[test]
+    fn a_restarted_instance_counts_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Turns::new_in(dir.path(), "k", CoordinateMode::Turns).unwrap();
+        let (mut ca, mut cb) = (open(), open());
+        let (mut a, mut b) = (Fake::new(), Fake::new());
+        ca.completed(1_000_000);
+        drop(ca);
+        let mut ca = open();
+        assert_eq!(ca.peers(&mut a, s(1)), None);
+        assert!(a.peers.is_empty(), "an earlier run's count: {:?}", a.peers);
+        cb.completed(4);
+        ca.peers(&mut a, s(2));
+        assert_eq!(a.peers, [(s(2), 4)]);
+        // b, there all along, saw the first run's completions.
+        cb.peers(&mut b, s(2));
+        assert_eq!(b.peers, [(s(2), 1_000_000)]);
+        // The file reset under both (never by tact): no bogus count, and counting goes on.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("k.done"))
+            .unwrap();
+        file.set_len(0).unwrap();
+        file.set_len(8).unwrap();
+        cb.completed(2);
+        ca.peers(&mut a, s(3));
+        ca.completed(1);
+        cb.completed(6);
+        ca.peers(&mut a, s(4));
+        assert_eq!(a.peers, [(s(2), 4), (s(4), 6)]);
+    }
+
+    #[test]
     fn epoch_mode_grants_at_boundaries_only() {
-        let mut c = Turns::new("k", CoordinateMode::Epoch(s(10))).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Turns::new_in(dir.path(), "k", CoordinateMode::Epoch(s(10))).unwrap();
         assert_eq!(c.lock_path(), None);
         let mut p = Fake::new();
         p.due = true;
@@ -633,7 +849,7 @@ mod tests {
         assert_eq!(p.grants, [s(3)]);
         assert_eq!(c.stats(s(30)).turns, 1);
         assert!(matches!(
-            Turns::new("k", CoordinateMode::Epoch(Duration::ZERO)),
+            Turns::new_in(dir.path(), "k", CoordinateMode::Epoch(Duration::ZERO)),
             Err(CoordinateError::BadEpoch)
         ));
         assert_eq!(epoch_index(SystemTime::UNIX_EPOCH + s(125), s(60)), 2);
@@ -690,7 +906,7 @@ mod tests {
                 due_at: Duration::ZERO,
                 log: Arc::clone(log),
             };
-            let turns = Turns::with_lock("k", TurnLock::open_in(dir.path(), "k").unwrap());
+            let turns = Turns::new_in(dir.path(), "k", CoordinateMode::Turns).unwrap();
             Pool::builder()
                 .policy(Box::new(policy))
                 .tick(Duration::from_millis(10))
@@ -730,7 +946,7 @@ mod tests {
     #[should_panic(expected = "coordinate(k) needs ticks")]
     fn a_pool_without_ticks_cannot_take_turns() {
         let dir = tempfile::tempdir().unwrap();
-        let turns = Turns::with_lock("k", TurnLock::open_in(dir.path(), "k").unwrap());
+        let turns = Turns::new_in(dir.path(), "k", CoordinateMode::Turns).unwrap();
         crate::tune::Pool::builder()
             .tick(Duration::ZERO)
             .coordinate(turns)

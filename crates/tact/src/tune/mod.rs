@@ -700,7 +700,7 @@ struct Tuner {
     pressed: Option<Instant>,
     /// Where `--key`'s steady count goes; dropped after a failed write (said once).
     store: Option<WarmStore>,
-    /// `--coordinate`'s turns, checked on every tick.
+    /// `--coordinate`'s turns, checked on every tick; completions shared on every poll.
     turns: Option<Turns>,
 }
 
@@ -759,7 +759,9 @@ impl Tuner {
 
     /// Counts finished jobs and reads the occupancy: one `Complete` per finished job (with its
     /// lifetime as seen, when known, for latency-based policies), else a
-    /// `Start` when more jobs run, or a `Load` when only the rest changed.
+    /// `Start` when more jobs run, or a `Load` when only the rest changed. With
+    /// `--coordinate`, the other instances' completions since the last poll come first, and the
+    /// finished jobs are added to the count they see.
     fn poll(&mut self, now: Instant) -> Result<()> {
         let at = now - self.start;
         let finished = self.completions.poll(self.pid, now)?;
@@ -769,6 +771,11 @@ impl Tuner {
         let load = self
             .actuator
             .load(self.policy.target(), running, self.sight)?;
+        if let Some(turns) = &mut self.turns {
+            let changed = turns.peers(self.policy.as_mut(), at);
+            turns.completed(finished.len() as u64);
+            self.apply(at, changed, load)?;
+        }
         for latency in &finished {
             let changed = self.policy.on_event(PolicyEvent::Complete {
                 at,

@@ -117,11 +117,14 @@ struct EndLine {
     /// `--freeze`: the most workers frozen at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     frozen_max: Option<usize>,
-    /// `--coordinate`: turns granted, and seconds spent waiting for them.
+    /// `--coordinate`: turns granted, seconds spent waiting for them, and the other instances'
+    /// completions passed to the controller.
     #[serde(skip_serializing_if = "Option::is_none")]
     turns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     turn_waited: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_completions: Option<u64>,
 }
 
 /// The summary of a run, for the last line.
@@ -339,6 +342,7 @@ impl Report {
                 frozen_max: self.frozen_max.map(|(most, _)| most),
                 turns: s.turns.map(|(_, t)| t.turns),
                 turn_waited: s.turns.map(|(_, t)| t.waited.as_secs_f64()),
+                peer_completions: s.turns.map(|(_, t)| t.peer_completions),
             })?;
         }
         Ok(format!(
@@ -356,9 +360,10 @@ impl Report {
                 .unwrap_or_default(),
             s.turns
                 .map(|(key, t)| format!(
-                    "; turns on {key}: {}, {:.1} s waited for them",
+                    "; turns on {key}: {}, {:.1} s waited for them, {} completions of the others",
                     t.turns,
-                    t.waited.as_secs_f64()
+                    t.waited.as_secs_f64(),
+                    t.peer_completions
                 ))
                 .unwrap_or_default(),
         ))
@@ -559,6 +564,7 @@ mod tests {
             waited: ms(1500),
             held: ms(3000),
             holding: false,
+            peer_completions: 40,
         };
         let line = r
             .finish(&Summary {
@@ -569,7 +575,9 @@ mod tests {
             })
             .unwrap();
         assert!(
-            line.ends_with("; turns on db-5432: 1, 1.5 s waited for them"),
+            line.ends_with(
+                "; turns on db-5432: 1, 1.5 s waited for them, 40 completions of the others"
+            ),
             "{line}"
         );
         let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
@@ -590,8 +598,8 @@ mod tests {
         assert!(turns[0]["monotonic"].as_f64().unwrap() > 0.0);
         let end = lines.last().unwrap();
         assert_eq!(
-            (&end["turns"], &end["turn_waited"]),
-            (&1.into(), &1.5.into())
+            (&end["turns"], &end["turn_waited"], &end["peer_completions"]),
+            (&1.into(), &1.5.into(), &40.into())
         );
     }
 }
