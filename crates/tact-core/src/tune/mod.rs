@@ -46,8 +46,8 @@ mod turns;
 
 pub use baselines::{
     Aimd, AimdParams, AimdTimeout, BaselineError, Bounds, Envoy, EnvoyParams, Fixed, Gradient2,
-    Gradient2Params, HillClimbing, HillClimbingParams, Vegas, VegasBaseline, VegasParams, VegasPlus,
-    VegasPlusParams,
+    Gradient2Params, HillClimbing, HillClimbingParams, Vegas, VegasBaseline, VegasParams,
+    VegasPlus, VegasPlusParams,
 };
 pub use decide::Outcome;
 pub use params::{check_friendly, Friendly, ParamError, TuneParams, TABLE_1, TABLE_1_PRINTED};
