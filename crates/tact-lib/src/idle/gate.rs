@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
-use tact_core::idle::{Counters, Gate, GateParams, State, Tuner};
+use tact_core::idle::{poll_interval, Counters, Gate, GateParams, State, Tuner};
 
 use super::builder::Builder;
 use super::clock::Clock;
@@ -32,9 +32,10 @@ const MIN_POLL: Duration = Duration::from_millis(1);
 /// Longest a thread waiting for another's request sleeps before checking its own deadline.
 const SLOT_CHECK: Duration = Duration::from_millis(50);
 
-/// δ for a PI p: p/10 (spec idletime §6: δ ≤ p/10), at least [`MIN_POLL`].
+/// δ for a PI p: the engine's rule (p/10, spec idletime §6) with [`MIN_POLL`] as its floor and
+/// no ceiling: a waiting thread also wakes for its own deadline ([`SLOT_CHECK`]).
 fn poll_every(pi: Duration) -> Duration {
-    (pi / 10).max(MIN_POLL)
+    poll_interval(pi, MIN_POLL, Duration::MAX)
 }
 
 /// A cooperative idle gate for one resource: call [`acquire`](IdleGate::acquire) before each

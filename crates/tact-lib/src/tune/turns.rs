@@ -148,23 +148,27 @@ pub struct TurnLock {
     held: bool,
 }
 
+/// Opens (creating it 0644 if needed, never truncating) a file every instance on a key shares.
+fn open_shared(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
+}
+
 impl TurnLock {
     /// The lock of `key` in `dir`, created if needed.
     pub fn open_in(dir: &Path, key: &str) -> Result<TurnLock, CoordinateError> {
         check_key(key)?;
         make_dir(dir)?;
         let path = dir.join(format!("{key}.lock"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&path)
-            .map_err(|source| CoordinateError::Open {
-                path: path.clone(),
-                source,
-            })?;
+        let file = open_shared(&path).map_err(|source| CoordinateError::Open {
+            path: path.clone(),
+            source,
+        })?;
         Ok(TurnLock {
             file,
             path,
@@ -236,14 +240,7 @@ impl SharedCount {
             path: path.clone(),
             source,
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&path)
-            .map_err(err)?;
+        let file = open_shared(&path).map_err(err)?;
         let meta = file.metadata().map_err(err)?;
         if !meta.is_file() {
             return Err(err(io::Error::other("not a regular file")));
