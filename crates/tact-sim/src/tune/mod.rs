@@ -21,6 +21,7 @@
 pub mod claims;
 pub mod convergence;
 pub mod coord;
+pub mod des;
 pub mod driver;
 pub mod experiments;
 pub mod hint;
