@@ -81,6 +81,7 @@ TARGET_REL_MAX = 0.95
 UTIL_BAND = (0.85, 0.95)
 RETURN_TOLERANCE = 0.15      # X5: the count comes back within +-15% ...
 RETURN_CYCLES = 2            # ... within two cycles after the competitor leaves
+COMPETE_CYCLES = 2           # X5: the count falls within two cycles: the competitor stays that long
 SHARE_BAND = (0.40, 0.60)    # X6: each pool within 40-60% of the sum
 REFAULT_STEADY_MAX = 0.01    # X2: steady refaults below 1% of the peak
 
@@ -111,7 +112,7 @@ PRESETS = {
     "quick": dict(static_seconds=1.0, static_warmup=0.3, tcc_seconds=12.0, tcc_warmup=3.0,
                   paper_seconds=5.0, paper_warmup=1.0, adaptive_seconds=2.0, adaptive_warmup=1.0,
                   compete_seconds=40.0, compete_warmup=3.0, compete_hold=3.0, compete_on=10.0,
-                  compete_deadline=20.0, compete_base_seconds=6.0,
+                  compete_deadline=20.0, compete_base_seconds=6.0, compete_steady=5.0,
                   pools_alone=6.0, pools_together=12.0, pools_warmup=2.0, pools_second_warmup=2.0,
                   pools_base_alone=2.0, pools_base_together=4.0, vegas_seconds=12.0, vegas_warmup=3.0,
                   quick_sizes=QUICK_SIZES),
@@ -120,8 +121,15 @@ PRESETS = {
     # paper mode dwells longer per configuration and may need most of its 200 s.
     "default": dict(static_seconds=3.0, static_warmup=0.5, tcc_seconds=180.0, tcc_warmup=20.0,
                     paper_seconds=180.0, paper_warmup=20.0, adaptive_seconds=30.0, adaptive_warmup=5.0,
-                    compete_seconds=300.0, compete_warmup=20.0, compete_hold=30.0, compete_on=60.0,
-                    compete_deadline=150.0, compete_base_seconds=45.0,
+                    # X5: TCC's steady state is fixed at compete_steady s there (the spec's and the
+                    # model's 50 s; tact's default is 10x the last cycle, 60-900 s, which puts the
+                    # second cycle with the competitor 11-17 min after the first). The competitor
+                    # stays until TCC ended two cycles (cycles took 35-140 s on the rig) plus
+                    # compete_hold s, at most compete_on s. On the driver's clock that leaves
+                    # >= 320 s after it for two cycles more: deadline 150 + hold 30 + on 400 + 320
+                    # = warmup 20 + compete_seconds 880.
+                    compete_seconds=880.0, compete_warmup=20.0, compete_hold=30.0, compete_on=400.0,
+                    compete_deadline=150.0, compete_base_seconds=45.0, compete_steady=50.0,
                     pools_alone=60.0, pools_together=100.0, pools_warmup=20.0, pools_second_warmup=10.0,
                     pools_base_alone=20.0, pools_base_together=30.0,
                     # Vegas+/++ decide once per 1,000 completions: from 2 workers to X7's ~11 takes
@@ -162,6 +170,20 @@ def scenario_sizes(name, p, args):
 
 def spec_of(pol):
     return {HINT: HINT_SPEC, TURNS: "tcc", HINT_TURNS: HINT_SPEC}.get(pol, pol)
+
+
+def is_hint_spec(spec):
+    """The hint row's spec, alone or with options appended (X5's compete_spec)."""
+    return spec == HINT_SPEC or spec.startswith(HINT_SPEC + ",")
+
+
+def compete_spec(pol, p):
+    """X5's spec of a policy: TCC's steady state fixed at compete_steady s (0: its own timeout)."""
+    spec = spec_of(pol)
+    if pol not in TCC_POLICIES or not p["compete_steady"]:
+        return spec
+    t = f"{p['compete_steady']:g}s"
+    return spec + ("," if ":" in spec else ":") + f"steady_min={t},steady_max={t}"
 
 
 def label_of(pol):
@@ -511,7 +533,7 @@ class Driver:
                "--max", str(n_max), "--seed", str(args.seed), "--json", self.path]
         if args.init:
             cmd += ["--init", str(args.init)]
-        if spec == HINT_SPEC:
+        if is_hint_spec(spec):
             cmd += ["--bottleneck", hint_source(sc, args)]
         env = None
         if coordinate:
@@ -967,8 +989,15 @@ def cycle_at(trace, t):
     return c
 
 
+def cycle_ends(trace):
+    """TCC's entries into Steady, each the end of a cycle: [(at, count, cycle)]."""
+    return [(secs(t["at"]), t["target_to"], t["cycle"]) for t in trace or []
+            if t["to"] == "steady" and t["from"] != "steady"]
+
+
 def competitor_analysis(rec):
-    """Counts before/during/after the competitor and whether the count came back in time."""
+    """Counts before/during/after the competitor, the counts at the end of the first
+    COMPETE_CYCLES cycles with it and after it, and whether the count came back in time."""
     ex = rec.get("extra") or {}
     on, off = ex.get("on"), ex.get("off")
     if rec.get("error") or on is None or off is None:
@@ -976,8 +1005,18 @@ def competitor_analysis(rec):
     targets = [list(t) for t in rec["targets"]]
     end = rec["warmup_s"] + rec["seconds"]
     pre = ex.get("pre_count") or mean_target(targets, max(rec["warmup_s"], on - 30), on)
-    during_lo = on + (off - on) / 2  # its second half: after the controller reacted
-    out = {"on": on, "off": off, "threads": ex.get("threads"), "pre": pre,
+    trace = rec.get("trace") or []
+    ends = cycle_ends(trace)
+    ends_during = [e for e in ends if on < e[0] <= off][:COMPETE_CYCLES]
+    ends_after = [e for e in ends if e[0] > off][:COMPETE_CYCLES]
+    # "During" is the steady state the competitor's cycles led to (the last one's end to off);
+    # without them (the baselines, or TCC at the cap), its second half.
+    during_lo = ends_during[-1][0] if len(ends_during) == COMPETE_CYCLES else on + (off - on) / 2
+    ratio = lambda e: e[1] / pre if pre else None
+    out = {"on": on, "off": off, "threads": ex.get("threads"), "pre": pre, "during_from": during_lo,
+           "ends_during": ends_during, "ends_after": ends_after,
+           "fall": ratio(ends_during[-1]) if len(ends_during) == COMPETE_CYCLES else None,
+           "back": ratio(ends_after[-1]) if len(ends_after) == COMPETE_CYCLES else None,
            "before": mean_target(targets, max(rec["warmup_s"], on - 30), on),
            "during": mean_target(targets, during_lo, off),
            "after": mean_target(targets, off, end),
@@ -987,7 +1026,6 @@ def competitor_analysis(rec):
            "thr_before": samples_rate(rec["samples"], max(rec["warmup_s"], on - 30), on, 1),
            "thr_during": samples_rate(rec["samples"], during_lo, off, 1),
            "thr_after": samples_rate(rec["samples"], max(off, end - 60), end, 1)}
-    trace = rec.get("trace") or []
     c_off = cycle_at(trace, off)
     returned = None
     if pre:
@@ -1003,32 +1041,49 @@ def competitor_analysis(rec):
     return out
 
 
+def ends_text(ends):
+    """Cycle-end counts, e.g. "5 (c2, 180s), 4 (c3, 260s)"; "-" when none."""
+    return ", ".join(f"{n} (c{c}, {at:.0f}s)" for at, n, c in ends) or "-"
+
+
 def competitor_report(ctx, results):
+    steady = next((r["spec"] for r in results if r.get("spec", "").startswith("tcc")), None)
     lines = [f"== competitor: {SCENARIOS['competitor']['title']} -- service {ctx['sc']['service_ms']} ms CPU + "
              f"{ctx['sc']['delay_ms']} ms delay; tune-compete (bursts {ctx['sc']['service_ms']} ms CPU + "
              f"{ctx['sc']['delay_ms']} ms sleeps per thread) on CPU {ctx['args'].service_cpu}, threads = TCC's "
-             "steady count; baselines get the same schedule on their own clock"]
+             f"steady count, on until TCC ended {COMPETE_CYCLES} cycles (+ the hold, within a cap); TCC's spec "
+             f"here: {steady}; baselines get a fixed schedule on their own clock; 'during' is from the end "
+             f"of cycle {COMPETE_CYCLES} with it (else its second half)"]
     head = ["controller", "on-off s", "thr before/during/after", "count before/during/after", "svc CPU b/d/a",
-            "returned"]
+            f"cycle ends with it (first {COMPETE_CYCLES})", "cycle ends after", "returned"]
     rows, tt = [], []
     for r in results:
         a = competitor_analysis(r)
         if not a:
-            rows.append([r["label"], "error: " + (r.get("error") or "no competitor")[-60:], "", "", "", ""])
+            rows.append([r["label"], "error: " + (r.get("error") or "no competitor")[-60:], "", "", "", "", "", ""])
             continue
         ret = a["returned"]
+        is_tcc = r["spec"].startswith("tcc")
         rows.append([r["label"], f"{a['on']:.0f}-{a['off']:.0f}",
                      "/".join(fmt(a[k], "{:.0f}") for k in ("thr_before", "thr_during", "thr_after")),
                      "/".join(fmt(a[k]) for k in ("before", "during", "after")),
                      "/".join(pct(a[k]) for k in ("util_before", "util_during", "util_after")),
+                     ends_text(a["ends_during"]) if is_tcc else "", ends_text(a["ends_after"]) if is_tcc else "",
                      (f"{ret[1]} at {ret[0]:.0f}s, cycle {ret[2]} (left in {a['cycle_off']})" if ret else "no")])
         r["competitor"] = a
         if r["label"] in ("tcc", HINT_LABEL):
             prefix = "" if r["label"] == "tcc" else f"{r['label']}: "
             pre = a["pre"]
             if pre:
-                tt.append((prefix + "count during / before (spec: 40-65%)",
-                           pct(a["during"] / pre if a["during"] else None), "info"))
+                tt.append((prefix + f"count at the end of cycle {COMPETE_CYCLES} with the competitor / before "
+                           "(spec: 40-65%)",
+                           pct(a["fall"]) if a["fall"] is not None else
+                           f"no cycle {COMPETE_CYCLES} before it left ({len(a['ends_during'])} ended)", "info"))
+                tt.append((prefix + f"count at the end of cycle {COMPETE_CYCLES} after it / before (spec: +-15%)",
+                           pct(a["back"]) if a["back"] is not None else
+                           f"no cycle {COMPETE_CYCLES} by the end ({len(a['ends_after'])} ended)", "info"))
+                tt.append((prefix + "service CPU (tact's share of the core) during it (spec: 40-55%)",
+                           pct(a["util_during"]), "info"))
             never_left = ret is not None and ret[0] == a["off"]
             tt.append((prefix + f"count back within +-{RETURN_TOLERANCE:.0%} of {fmt(pre)} within {RETURN_CYCLES} cycles",
                        (f"{ret[1]} when it left: the count never moved out" if never_left else
@@ -1139,23 +1194,30 @@ def start_competitor(ctx, threads):
 
 
 def run_competitor(ctx, p, policies, partial):
-    """TCC until steady (or a deadline), the competitor for compete_on s after compete_hold, then
-    the rest of the run; each baseline with the same schedule, shorter."""
+    """TCC until steady (or a deadline), then after compete_hold s the competitor until TCC has
+    ended COMPETE_CYCLES cycles with it, plus compete_hold s of the last one's steady state (at
+    most compete_on s in all), then the rest of the run; each baseline with a fixed schedule."""
     results, schedule = [], {}
     for pol in scenario_policies("competitor", policies):
         is_tcc = pol in TCC_POLICIES
         warmup = p["compete_warmup"] if is_tcc else min(p["compete_warmup"], p["adaptive_warmup"])
         seconds = p["compete_seconds"] if is_tcc else p["compete_base_seconds"]
-        state = {"steady": None, "on": None, "off": None, "threads": None}
-        ready = threading.Event()
+        state = {"steady": None, "on": None, "off": None, "entries": []}
+        ready, cycled = threading.Event(), threading.Event()
 
-        def on_steady(at, n, state=state, ready=ready):
+        def on_steady(at, n, state=state, ready=ready, cycled=cycled):
+            # Each entry into Steady ends a cycle; the driver's reader thread calls this.
+            state["entries"].append(at)
             if state["steady"] is None:
                 state["steady"] = (at, n)
                 ready.set()
+            on = state["on"]
+            if on is not None and sum(a > on for a in state["entries"]) >= COMPETE_CYCLES:
+                cycled.set()
 
-        log(f"[competitor] {pol}: {warmup:g}+{seconds:g} s")
-        d = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], label_of(pol), spec_of(pol), warmup,
+        spec = compete_spec(pol, p)
+        log(f"[competitor] {pol} ({spec}): {warmup:g}+{seconds:g} s")
+        d = Driver(ctx["bindir"], ctx["args"].driver_cpu, ctx["addr"], label_of(pol), spec, warmup,
                    seconds, ctx["args"], ctx["sc"], ctx["outdir"], on_steady if is_tcc else None)
         d.started.wait(30)
         if is_tcc:
@@ -1163,20 +1225,26 @@ def run_competitor(ctx, p, policies, partial):
             ready.wait(max(0.0, p["compete_deadline"] - d.now()))
             pre = state["steady"][1] if state["steady"] else None
             steady_before = pre is not None
-            on_at, on_for = d.now() + p["compete_hold"], p["compete_on"]
+            on_at = d.now() + p["compete_hold"]
             # Without a steady count, as many threads as the default n_init (the online CPUs).
             threads = pre or os.cpu_count()
             schedule.update(threads=threads, pre=pre)
         else:
             # The baselines have no Steady: the middle third of the window, the same threads.
-            on_at, on_for = warmup + seconds / 3, seconds / 3
+            on_at = warmup + seconds / 3
             threads = schedule.get("threads") or os.cpu_count()
             steady_before = None
         time.sleep(max(0.0, on_at - d.now()))
         state["on"] = d.now()
         item = start_competitor(ctx, threads)
         log(f"competitor on at {state['on']:.0f}s: {threads} threads")
-        time.sleep(on_for)
+        if is_tcc:
+            cap = state["on"] + p["compete_on"]
+            if cycled.wait(p["compete_on"]):
+                log(f"tcc ended {COMPETE_CYCLES} cycles with the competitor at {d.now():.0f}s")
+            time.sleep(max(0.0, min(p["compete_hold"], cap - d.now())))
+        else:
+            time.sleep(seconds / 3)
         CLEANUP.pop(item)
         state["off"] = d.now()
         log(f"competitor off at {state['off']:.0f}s")
@@ -1240,7 +1308,7 @@ def color(r):
         return "tab:olive"
     if "turns" in r["label"]:
         return "tab:red" if r["spec"] == HINT_SPEC else "tab:blue"
-    if r["spec"] == HINT_SPEC:
+    if is_hint_spec(r["spec"]):
         return "tab:cyan"
     return COLORS.get(r["spec"].split(":")[0], "tab:blue")
 

@@ -196,11 +196,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         });
         let b = s.spawn(|| {
-            (
+            let x5 = |competitor, hint| {
                 SEEDS
                     .iter()
-                    .map(|&k| x::x5_competitor(k))
-                    .collect::<Vec<_>>(),
+                    .map(|&k| x::x5_competitor(competitor, hint, k))
+                    .collect::<Vec<_>>()
+            };
+            (
+                // The spec's competitor; with the hint; an always-runnable one.
+                [
+                    x5(x::Competitor::Bursty, false),
+                    x5(x::Competitor::Bursty, true),
+                    x5(x::Competitor::Spinning, false),
+                ],
                 SEEDS
                     .iter()
                     .map(|&k| x::x6_two_instances(k))
@@ -218,7 +226,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         x::x2_checks(&x2),
         x::x3_checks(&x3),
         x::x4_checks(&x4),
-        x::x5_checks(&x5),
+        x::x5_checks(&x5[0]),
         x::x6_checks(&x6),
         x::x7_checks(&x7),
         x::x7_vegas_checks(&x7, &x7_vegas),
@@ -241,7 +249,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("\nSteady counts, seed 1: X1 {:?}; X2 {} before, {:?} after; X3 {} before, {:?} after; X4 {:?}; X5 {} before, {:?} with the competitor, {:?} after; X6 solo {:?}, together {:?}",
         x1[0].counts, x2[0].count_before, x2[0].counts_after, x3[0].count_before, x3[0].counts_after,
-        x4[0].counts, x5[0].count_before, x5[0].counts_during, x5[0].counts_after, x6[0].solo_counts, x6[0].counts);
+        x4[0].counts, x5[0][0].count_before, x5[0][0].counts_during, x5[0][0].counts_after, x6[0].solo_counts, x6[0].counts);
+    let x5_line = |runs: &[x::X5]| {
+        let checks: Vec<String> = x::x5_checks(runs)
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} ({})",
+                    c.id,
+                    c.measured,
+                    if c.pass == Some(true) { "pass" } else { "miss" }
+                )
+            })
+            .collect();
+        format!(
+            "{}; seed 1: {} before, {:?} with it, {:?} after",
+            checks.join(", "),
+            runs[0].count_before,
+            runs[0].counts_during,
+            runs[0].counts_after
+        )
+    };
+    println!(
+        "X5 with the bottleneck hint (util 0.9): {}",
+        x5_line(&x5[1])
+    );
+    println!(
+        "X5 against an always-runnable competitor (not the spec's): {}",
+        x5_line(&x5[2])
+    );
     println!(
         "X7, seed 1: mean count after the warm-up, Vegas+ {:.1}, Vegas++ {:.1} (X₁ = {:.1}/s)",
         x7_vegas[0].plus_count, x7_vegas[0].plus_plus_count, x7_vegas[0].x1
@@ -525,7 +561,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "alternation": turns_json,
             "experiments": {
                 "checks": checks,
-                "x1": x1, "x2": x2, "x3": x3, "x4": x4, "x5": x5, "x6": x6, "x7": x7,
+                "x1": x1, "x2": x2, "x3": x3, "x4": x4, "x5": x5[0], "x5_hint": x5[1], "x5_spinning": x5[2], "x6": x6, "x7": x7,
                 "x7_vegas": x7_vegas,
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
