@@ -55,8 +55,11 @@ Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime 
                    its tree under it (tbf's rate kept, its bfifo put back at the end) unless
                    --net-leave-tbf. All removed at the end.
   Default --preempt: disk 10x its mean service time from /proc/diskstats (at least 10ms, at
-  most 1s; 100ms if unmeasured), net 10ms. tact says what it chose and why, and how much the
-  job was held at the end. Nothing is left stopped when tact exits, however it exits.
+  most 1s; 100ms if unmeasured), net 10ms. --preempt auto tunes it from how often the
+  foreground finds the job running, except on a link where tact's tree holds the queue (checked
+  every second): there the kernel sends the foreground's packets first, and the PI is 0. tact
+  says what it chose and why, and how much the job was held at the end. Nothing is left
+  stopped when tact exits, however it exits.
 
 Signalling tact ends the whole job: tact resumes it and passes SIGTERM, SIGINT, SIGHUP or SIGQUIT
 on to every process of it, the command's children and members that called setsid included (a
@@ -160,8 +163,9 @@ pub struct IdleArgs {
     pub resources: Vec<crate::jobs::idle::Resource>,
     /// Preemption interval: how long a disk or link must stay free of foreground I/O before the
     /// job may run again. `0ms` is a plain two-level priority queue; `auto` tunes it from how
-    /// often the foreground finds the job in its way [default: 10x the measured service time
-    /// (disk), 10ms (net)].
+    /// often the foreground finds the job in its way, and keeps it at 0 on a link while tact's
+    /// priority tree there holds the queue [default: 10x the measured service time (disk), 10ms
+    /// (net)].
     #[arg(long, value_name = "DUR|auto", requires = "resources", allow_hyphen_values = true,
           value_parser = crate::jobs::idle::parse_preempt)]
     pub preempt: Option<crate::jobs::idle::Preempt>,

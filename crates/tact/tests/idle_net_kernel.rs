@@ -154,8 +154,9 @@ fn start_tact_with(rig: &Rig, dir: &Path, extra: &[&str], job: &str) -> (Running
     spawn_tact(rig, dir, &args, job)
 }
 
-/// `tact run --idle net:LINK --preempt 50ms ARGS` in the rig's outer namespace, with the cgroup2
-/// hierarchy mounted at /sys/fs/cgroup there; `job` is a shell script.
+/// `tact run --idle net:LINK --preempt 50ms ARGS` in the rig's outer namespace (ARGS may give
+/// another `--preempt`), with the cgroup2 hierarchy mounted at /sys/fs/cgroup there; `job` is a
+/// shell script.
 fn spawn_tact(rig: &Rig, dir: &Path, args: &[&str], job: &str) -> (Running, PathBuf) {
     let log = dir.join("idle.jsonl");
     let child = Command::new("ip")
@@ -169,7 +170,11 @@ fn spawn_tact(rig: &Rig, dir: &Path, args: &[&str], job: &str) -> (Running, Path
         .current_dir(dir)
         .args(["run", "--idle"])
         .arg(format!("net:{}", rig.link))
-        .args(["--preempt", "50ms"])
+        .args(if args.contains(&"--preempt") {
+            &[][..]
+        } else {
+            &["--preempt", "50ms"][..]
+        })
         .args(args)
         .arg("--json-log")
         .arg(&log)
@@ -877,4 +882,89 @@ fn sigterm_and_sigkill_of_tact_give_tbf_its_bfifo_back() {
     wait_for(PATIENCE, "the killed tact's job to end", || {
         std::fs::remove_dir(&cgroup).is_ok() || !cgroup.exists()
     });
+}
+
+/// The log's records of `kind`.
+fn records(log: &Path, kind: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == kind)
+        .collect()
+}
+
+/// The PI of the log's last `counters` record, once it is at least `after` seconds in.
+fn pi_after(log: &Path, after: f64) -> Option<f64> {
+    let last = records(log, "counters").pop()?;
+    (last["t"].as_f64()? >= after).then(|| last["gates"][0]["pi"].as_f64().unwrap())
+}
+
+/// `--preempt auto` with tact's tree grafted under a tbf: the tree's presence reaches the tuner,
+/// which starts at p = 0 and keeps it while the job's flood fills the tree at tbf's rate (the
+/// tree holds the queue); a job that sends a fifth of tbf's rate leaves the tree without a queue
+/// to reorder, and the tuner takes the PI back from p₀; with `--net-leave-tbf` (no tree) the
+/// tuner starts at p₀ as it always did.
+#[test]
+fn auto_pi_is_0_while_the_grafted_tree_holds_the_jobs_queue() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("j");
+    add_tbf(&rig);
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let auto = ["--preempt", "auto"];
+
+    // The flood: tbf's rate, all of it through the job's class.
+    let job = format!("python3 -c \"{}\"", flood(&rig.sink(), &go));
+    let (mut tact, log) = spawn_tact(&rig, dir.path(), &auto, &job);
+    grafted(&rig, &log);
+    let gate = &start_record(&log).unwrap()["gates"][0];
+    assert_eq!(gate["auto"], true, "{gate}");
+    assert_eq!(gate["pi"], 0.0, "{gate}");
+    let why = gate["why"].as_str().unwrap();
+    assert!(
+        why.contains("0ms while tact's priority tree preempts"),
+        "{why}"
+    );
+    // Two looks at the tree a second apart make the first verdict; by 3.5 s two have been made,
+    // on the job's flood (a second with less than 1% of the tree's rate from it proves nothing).
+    wait_for(PATIENCE, "the job to send", || rig.classes().1 > 1 << 20);
+    let pi = wait_for_some(PATIENCE, "3.5 s of counters", || pi_after(&log, 3.5));
+    assert_eq!(pi, 0.0, "{:?}", records(&log, "pi"));
+    assert!(records(&log, "pi").is_empty(), "{:?}", records(&log, "pi"));
+    std::fs::write(&go, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("preemption interval 0ms, tuned"), "{err}");
+
+    // 1400 bytes a millisecond, 11 of tbf's 50 Mbit/s: no queue in the tree.
+    std::fs::remove_file(&log).unwrap();
+    let job = format!("python3 -c \"{}\"", sender(&rig.sink(), 6.0));
+    let (mut tact, log) = spawn_tact(&rig, dir.path(), &auto, &job);
+    let back = wait_for_some(PATIENCE, "the tuner to take the PI back", || {
+        records(&log, "pi").into_iter().next()
+    });
+    let why = back["why"].as_str().unwrap();
+    assert_eq!(back["pi"], 0.002, "p₀ = 2·τ̂: {back}");
+    assert!(why.contains("the queue is not in the tree"), "{why}");
+    let status = tact.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut tact.0));
+
+    // No tree: the tuner as it always was, from p₀ = 2 ms.
+    std::fs::remove_file(&log).unwrap();
+    let (mut tact, log) = spawn_tact(
+        &rig,
+        dir.path(),
+        &["--preempt", "auto", "--net-leave-tbf"],
+        "sleep 0.5",
+    );
+    let status = tact.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", stderr_of(&mut tact.0));
+    let gate = &start_record(&log).unwrap()["gates"][0];
+    assert_eq!(gate["pi"], 0.002, "{gate}");
+    assert!(!gate["why"].as_str().unwrap().contains("tree"), "{gate}");
 }

@@ -11,7 +11,8 @@
 //! - [`Scheduler`]: the request-level driver of a non-preemptible single-server resource
 //!   (fg and bg queues in front of a gate): the simulator's device and tact's library device.
 //! - [`Model`]: the thesis's b(i,p), f(i,p) with the spec's clamps.
-//! - [`Tuner`]: automatic PI from the counters (`--preempt auto`).
+//! - [`Tuner`]: automatic PI from the counters (`--preempt auto`); p = 0 while the resource
+//!   preempts the job itself, as a link's priority tree holding the queue does ([`TreeLook`]).
 //!
 //! # Driving a gate from the OS edge
 //!
@@ -36,4 +37,4 @@ mod tuner;
 pub use gate::{poll_interval, Action, Anchor, Counters, Event, Gate, GateParams, State, Variant};
 pub use model::{Model, ModelError, ModelParams, Prediction};
 pub use scheduler::{Class, Scheduler};
-pub use tuner::{Tuner, TunerError, TunerParams, DEFAULT_BETA};
+pub use tuner::{TreeLook, TreeVerdict, Tuner, TunerError, TunerParams, DEFAULT_BETA};

@@ -33,6 +33,26 @@
 //!   so a quarter of fg requests paying one keeps fg at 94–100% in the simulated grid, where 5%
 //!   forbids the one residual per burst that a 14-request burst on the network pays at any p
 //!   short enough to leave bg anything.
+//!
+//! # When the resource preempts the job itself
+//!
+//! All of the above is for a non-preemptive server, where fg that finds bg in service waits for
+//! its residual. Under a priority tree on a link (tact's htb, at the root or grafted under a
+//! tbf), the kernel serves fg's packets before the job's already queued, so fg that finds the
+//! job sending pays one frame in flight, not a request: B\[f\] is no harm, and no PI is needed.
+//! On the tbf rig with the tree grafted, p = 0 was the best fixed PI at every intensity
+//! (bg 100/102/104% of idle at i = 0.2/0.5/0.8), where the floor p_min = 1.25·τ̂ left auto 6
+//! and 13 points of bg short at i = 0.5 and 0.8. So the edge tells the tuner whether the
+//! resource preempts ([`Tuner::set_preemptive`]) and, while it does, p is 0 and windows do not
+//! move it; when it stops, the rule above starts afresh from p₀.
+//!
+//! The tree preempts only where the queue is, so the verdict is kept adaptive: every second the
+//! edge looks at the tree ([`TreeLook::judge`]). The job's traffic must go through the job's
+//! class (an unmarked job shares the foreground's FIFO class) and the tree must send at its rate
+//! while the job runs: a tree sending below it has no queue to reorder, and a bottleneck
+//! downstream of the host (slower than the tree) keeps it so, with the job's packets queued
+//! ahead of fg where tact cannot reach them. There the harm is real, and the rule above
+//! measures it.
 
 use std::time::Duration;
 
@@ -130,6 +150,11 @@ pub struct Tuner {
     edge: Option<Duration>,
     /// The p of the previous window when it kept the budget.
     kept: Option<Duration>,
+    /// Whether the resource preempts the job itself ([`Tuner::set_preemptive`]).
+    preemptive: bool,
+    /// The next [`Tuner::observe`] starts a window afresh from its counters (after the verdict
+    /// on preemption changed).
+    fresh: bool,
 }
 
 impl Tuner {
@@ -142,12 +167,40 @@ impl Tuner {
             base: Counters::default(),
             edge: None,
             kept: None,
+            preemptive: false,
+            fresh: false,
         })
     }
 
-    /// The p to use now.
+    /// The p to use now: within [p_min, p_max], or 0 while the resource preempts.
     pub fn pi(&self) -> Duration {
         self.pi
+    }
+
+    /// Whether the tuner takes the resource as preempting the job itself.
+    pub fn preemptive(&self) -> bool {
+        self.preemptive
+    }
+
+    /// The edge's verdict on whether the resource's own scheduler preempts the job (see the
+    /// module's last section): from a preemption that costs fg one frame a PI shields nothing, so
+    /// p goes to 0 and stays there; when the verdict is revoked, nothing learnt before it holds
+    /// (the edge of harm was measured under other conditions, if at all), and the rule starts
+    /// again from p₀ with a fresh window. Returns the new p when the verdict changed.
+    pub fn set_preemptive(&mut self, preemptive: bool) -> Option<Duration> {
+        if preemptive == self.preemptive {
+            return None;
+        }
+        self.preemptive = preemptive;
+        self.pi = if preemptive {
+            Duration::ZERO
+        } else {
+            self.params.initial
+        };
+        self.edge = None;
+        self.kept = None;
+        self.fresh = true;
+        Some(self.pi)
     }
 
     pub fn params(&self) -> &TunerParams {
@@ -158,6 +211,15 @@ impl Tuner {
     /// may equal the old one) for [`super::Gate::set_pi`]. Call it at any pace: after every
     /// step, or every δ.
     pub fn observe(&mut self, now: Duration, counters: &Counters) -> Option<Duration> {
+        if self.preemptive {
+            // B[f] costs fg a frame here: nothing to judge p by, and p = 0 already.
+            return None;
+        }
+        if std::mem::take(&mut self.fresh) {
+            self.window_start = Some(now);
+            self.base = *counters;
+            return None;
+        }
         let start = *self.window_start.get_or_insert(now);
         let pis = counters.expired_pis() - self.base.expired_pis();
         if now.saturating_sub(start) < self.params.window && pis < self.params.window_pis {
@@ -205,6 +267,78 @@ impl Tuner {
         self.window_start = Some(now);
         self.base = *counters;
         Some(self.pi)
+    }
+}
+
+/// One look at a priority tree on a link, taken by the edge (once a second): what its classes
+/// sent since the last look and how fast its queue drains, against what the job sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TreeLook {
+    /// The time since the last look during which the tree could have sent: the PIs the gate held
+    /// the job in are left out (the link idles then by the gate's choice, not for want of a
+    /// queue).
+    pub elapsed: Duration,
+    /// The rate at which the tree's queue drains, in bits/s: the tree's own rate, or that of the
+    /// tbf it is grafted under when that is lower.
+    pub rate_bits: u64,
+    /// Bytes the foreground class sent since the last look.
+    pub fg_bytes: u64,
+    /// Bytes the job's class sent since the last look.
+    pub bg_bytes: u64,
+    /// Bytes of the job's own traffic on the link since the last look, as the edge counts them
+    /// without the tree (its network namespace or sockets); 0 where it cannot.
+    pub job_bytes: u64,
+}
+
+/// The tree holds the queue when its classes together send at least this share of its rate. On
+/// the rig they sent 93–99% of tbf's rate in every second of every tact run at p = 0,
+/// 1, 2 ms and auto (kept logs of bench/out/idle-tbf-graft-quiet, PIs included), 97–99% at
+/// p = 0; a bottleneck downstream at less than this share of the tree's rate keeps it below.
+const TREE_BUSY: f64 = 0.9;
+
+/// The job's class carries the job's traffic when it sent at least this share of the bytes the
+/// edge counted as the job's (the counts differ by headers: ~4% for TCP on a veth).
+const TREE_CARRIES: f64 = 0.5;
+
+/// Below this share of what the tree could have sent, the job sent too little to judge by.
+const TREE_EVIDENCE: f64 = 0.01;
+
+/// What a [`TreeLook`] says about the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeVerdict {
+    /// The job's traffic went through the job's class and the tree sent at its rate: the queue
+    /// is in the tree, where fg goes first.
+    Preempts,
+    /// The job sent outside its class (unmarked, its packets share the foreground's class).
+    OutsideClass,
+    /// The tree sent below its rate while the job sent: no queue in the tree, so none it can
+    /// reorder (the bottleneck, if any, is downstream).
+    NoQueue,
+}
+
+impl TreeLook {
+    /// Whether the tree preempts the job; `None` when the job sent too little to tell (held
+    /// throughout, or idle).
+    pub fn judge(&self) -> Option<TreeVerdict> {
+        let could = self.rate_bits as f64 / 8.0 * self.elapsed.as_secs_f64();
+        let job = self.bg_bytes.max(self.job_bytes) as f64;
+        if could <= 0.0 || job < TREE_EVIDENCE * could {
+            return None;
+        }
+        let verdict = if (self.bg_bytes as f64) < TREE_CARRIES * self.job_bytes as f64 {
+            TreeVerdict::OutsideClass
+        } else if self.busy() < TREE_BUSY {
+            TreeVerdict::NoQueue
+        } else {
+            TreeVerdict::Preempts
+        };
+        Some(verdict)
+    }
+
+    /// What the classes sent together, as a share of what the tree could have sent.
+    pub fn busy(&self) -> f64 {
+        let could = self.rate_bits as f64 / 8.0 * self.elapsed.as_secs_f64();
+        (self.fg_bytes + self.bg_bytes) as f64 / could
     }
 }
 
@@ -354,6 +488,128 @@ mod tests {
             t.observe(ms(1000 * k), &c);
         }
         assert_eq!(t.pi(), ms(20), "p_min");
+    }
+
+    /// The bounds `--preempt auto` gives a link: τ̂ = 1 ms assumed, p_min = 1.25 ms.
+    fn link() -> Tuner {
+        Tuner::new(TunerParams::measured(
+            ms(1),
+            Anchor::Start,
+            ms(0),
+            Duration::from_secs(1),
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn without_preemption_p_never_goes_below_p_min() {
+        // The old floor, as the tbf rig saw it: no harm at all, and p stops at 1.25 ms,
+        // where p = 0 gave bg 6–13 points more under tact's tree.
+        let mut t = link();
+        let mut c = counters(0, 0, 0);
+        t.observe(ms(0), &c);
+        for k in 1..=20 {
+            c.x[State::Idle as usize][Event::Fg as usize] += 400;
+            t.observe(ms(1000 * k), &c);
+        }
+        assert_eq!(t.pi(), Duration::from_micros(1250));
+        assert!(!t.preemptive());
+    }
+
+    #[test]
+    fn a_preempting_resource_gets_p_0_whatever_b_f_says() {
+        let mut t = link();
+        assert_eq!(t.pi(), ms(2), "p₀ = 2·τ̂");
+        assert_eq!(t.set_preemptive(true), Some(ms(0)));
+        assert_eq!(t.pi(), ms(0));
+        assert!(t.preemptive());
+        // The same verdict again changes nothing.
+        assert_eq!(t.set_preemptive(true), None);
+        // Every fg request finds the job sending (B[f] = all f): under a priority tree that is
+        // one frame each, so p stays at 0, window after window.
+        let mut c = counters(0, 0, 0);
+        for k in 0..=10 {
+            c.x[State::Bg as usize][Event::Fg as usize] += 50;
+            assert_eq!(t.observe(ms(1000 * k), &c), None);
+            assert_eq!(t.pi(), ms(0));
+        }
+    }
+
+    #[test]
+    fn a_revoked_verdict_restarts_the_rule_from_p0_with_a_fresh_window() {
+        let mut t = link();
+        let mut c = counters(0, 0, 0);
+        t.observe(ms(0), &c);
+        // A harmful window at p₀ leaves an edge at 2 ms ...
+        c.x[State::Bg as usize][Event::Fg as usize] += 50;
+        c.x[State::Idle as usize][Event::Fg as usize] += 50;
+        assert_eq!(t.observe(ms(1000), &c), Some(ms(4)));
+        t.set_preemptive(true);
+        // ... and 50 preemptions while the tree preempted, which are no harm.
+        c.x[State::Bg as usize][Event::Fg as usize] += 50;
+        t.observe(ms(2000), &c);
+        assert_eq!(t.set_preemptive(false), Some(ms(2)), "back to p₀");
+        assert!(!t.preemptive());
+        // The next look starts the window: what the counters saw before does not count.
+        assert_eq!(t.observe(ms(2500), &c), None);
+        c.x[State::Idle as usize][Event::Fg as usize] += 100;
+        // A harmless window steps down by p/4: the edge at 2 ms is forgotten (within 2× of it
+        // the step would be p/32).
+        assert_eq!(t.observe(ms(3500), &c), Some(Duration::from_micros(1500)));
+        // And harm counts again.
+        c.x[State::Bg as usize][Event::Fg as usize] += 100;
+        c.x[State::Idle as usize][Event::Fg as usize] += 100;
+        assert_eq!(t.observe(ms(4500), &c), Some(Duration::from_micros(2500)));
+    }
+
+    /// A second's look at a 100 Mbit/s tree (12.5 MB/s).
+    fn look(fg: f64, bg: f64, job: f64) -> TreeLook {
+        TreeLook {
+            elapsed: ms(1000),
+            rate_bits: 100_000_000,
+            fg_bytes: (fg * 1e6) as u64,
+            bg_bytes: (bg * 1e6) as u64,
+            job_bytes: (job * 1e6) as u64,
+        }
+    }
+
+    #[test]
+    fn the_tree_preempts_when_it_carries_the_job_and_holds_the_queue() {
+        // The tbf rig at i = 0.5 and 0.8, auto at 1.25 ms (kept logs, t = 3 to 4 s): the
+        // classes sent 12.1 MB/s of tbf's 12.5.
+        assert_eq!(look(6.18, 5.94, 5.94).judge(), Some(TreeVerdict::Preempts));
+        assert_eq!(look(9.97, 2.15, 2.15).judge(), Some(TreeVerdict::Preempts));
+        // Where the job's traffic is counted from the class itself, or not at all.
+        assert_eq!(look(6.18, 5.94, 0.0).judge(), Some(TreeVerdict::Preempts));
+    }
+
+    #[test]
+    fn the_tree_does_not_preempt_below_its_rate_or_without_the_jobs_traffic() {
+        // A bottleneck downstream at 50 Mbit/s: the tree sends 6.25 MB/s, its queue stays empty.
+        assert_eq!(look(1.25, 5.0, 5.0).judge(), Some(TreeVerdict::NoQueue));
+        // The job unmarked: its packets share the foreground's class.
+        assert_eq!(
+            look(12.0, 0.0, 6.0).judge(),
+            Some(TreeVerdict::OutsideClass)
+        );
+        assert_eq!(look(9.0, 1.0, 3.0).judge(), Some(TreeVerdict::OutsideClass));
+        // The job held throughout, or quiet: no evidence either way.
+        assert_eq!(look(12.4, 0.0, 0.0).judge(), None);
+        assert_eq!(look(0.0, 0.1, 0.05).judge(), None);
+        // The PIs the gate held the job in do not count against the tree: 6 MB in the 0.5 s the
+        // job could run is the tree's rate.
+        let held = TreeLook {
+            elapsed: ms(500),
+            ..look(1.0, 5.0, 5.0)
+        };
+        assert_eq!(held.judge(), Some(TreeVerdict::Preempts));
+        assert_eq!(look(1.0, 5.0, 5.0).judge(), Some(TreeVerdict::NoQueue));
+        // No time to judge by.
+        let none = TreeLook {
+            elapsed: ms(0),
+            ..look(6.0, 6.0, 6.0)
+        };
+        assert_eq!(none.judge(), None);
     }
 
     #[test]

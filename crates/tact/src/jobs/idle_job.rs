@@ -11,11 +11,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use tact_core::idle::{poll_interval, Anchor, Gate, GateParams, State, Tuner, TunerParams};
+use tact_core::idle::{
+    poll_interval, Anchor, Gate, GateParams, State, TreeLook, TreeVerdict, Tuner, TunerParams,
+};
 use tact_linux::actuate::per_thread::SavedThreads;
 use tact_linux::actuate::pidfd::PidFd;
 use tact_linux::actuate::{ioprio, sched_idle};
 use tact_linux::probe::block_device::BlockResolver;
+use tact_linux::rate::fmt_rate;
 use tact_linux::state::StateDir;
 use tact_linux::timer::Ticker;
 use tact_linux::{Guard, JobTree, ProcId, ProcReader};
@@ -78,6 +81,20 @@ struct Watched {
     classes: Option<ClassBytes>,
     /// A link's kernel-assisted part as set up (the log's `kernel`), for the daemon.
     kernel: Option<NetKernel>,
+    /// What the probes saw since the last look at the tree, for the tuner's verdict on whether
+    /// the tree preempts the job.
+    since_look: SinceLook,
+}
+
+/// A link's traffic between two looks at its tree (once a second), as [`TreeLook`] needs it.
+#[derive(Debug, Default)]
+struct SinceLook {
+    /// The classes' bytes at the last look, and when it was.
+    last: Option<(ClassBytes, Instant)>,
+    /// The job's own bytes on the link since: what each probe took out of the device's count.
+    job_bytes: u64,
+    /// Time the gate held the job in a PI since (a probe interval per probe that left it in P).
+    pi_time: Duration,
 }
 
 impl Watched {
@@ -112,6 +129,78 @@ impl Watched {
             }
             Err(e) => tracing::warn!("{}: {e}", self.label),
         }
+    }
+
+    /// Under `--preempt auto` on a link with tact's tree, tells the tuner whether the tree
+    /// preempted the job over the last second (after [`Watched::look_at_classes`]): the job's
+    /// traffic in its class and the tree sending at its rate, or no tree any more. Returns the
+    /// new p and why, when the verdict changed it.
+    fn judge_tree(&mut self, now: Instant) -> Option<(Duration, String)> {
+        let tuner = self.tuner.as_mut()?;
+        let since = std::mem::take(&mut self.since_look);
+        let verdict = match (&self.shaper, self.classes) {
+            (Some(shaper), Some(c)) => {
+                let Some((last, at)) = since.last else {
+                    self.since_look.last = Some((c, now));
+                    return None;
+                };
+                self.since_look.last = Some((c, now));
+                let look = TreeLook {
+                    elapsed: (now - at).saturating_sub(since.pi_time),
+                    rate_bits: shaper.drain_bits(),
+                    fg_bytes: c.fg_bytes.saturating_sub(last.fg_bytes),
+                    bg_bytes: c.bg_bytes.saturating_sub(last.bg_bytes),
+                    job_bytes: since.job_bytes,
+                };
+                let busy = format!(
+                    "{:.0}% of its {}",
+                    100.0 * look.busy(),
+                    fmt_rate(look.rate_bits)
+                );
+                look.judge().map(|verdict| match verdict {
+                    TreeVerdict::Preempts => (
+                        true,
+                        format!(
+                            "the job's traffic goes through its class and the tree sends at \
+                             {busy}: the tree holds the queue, so a foreground that finds the job \
+                             sending pays one frame"
+                        ),
+                    ),
+                    TreeVerdict::OutsideClass => (
+                        false,
+                        format!(
+                            "the job's class sent {} B of the job's {} B: its packets share the \
+                             foreground's class",
+                            look.bg_bytes, look.job_bytes
+                        ),
+                    ),
+                    TreeVerdict::NoQueue => (
+                        false,
+                        format!(
+                            "the tree sends at {busy} while the job runs: the queue is not in \
+                             the tree (a bottleneck downstream?), which cannot put the \
+                             foreground first"
+                        ),
+                    ),
+                })
+            }
+            _ => Some((false, "tact's tree is gone".to_string())),
+        };
+        let (yes, why) = verdict?;
+        let pi = tuner.set_preemptive(yes)?;
+        self.gate.set_pi(pi);
+        let params = tuner.params();
+        let why = if yes {
+            format!("--preempt auto: PI 0: {why}")
+        } else {
+            format!(
+                "--preempt auto: {why}; the PI is tuned from {} between {} and {}",
+                fmt_ms(params.initial),
+                fmt_ms(params.p_min),
+                fmt_ms(params.p_max)
+            )
+        };
+        Some((pi, why))
     }
 
     /// Removes the htb tree, saying so if that fails; the job's class goes with it as the
@@ -428,7 +517,7 @@ impl IdleJob {
                 }
                 Gated::Disk(_) => (None, None),
             };
-            let (gate, tuner, why) = gate_for(preempt, &default)?;
+            let (gate, tuner, why) = gate_for(preempt, &default, shaper.is_some())?;
             eprintln!(
                 "tact: {label}: preemption interval {}{} ({why})",
                 fmt_ms(gate.params().pi),
@@ -454,6 +543,7 @@ impl IdleJob {
                 shaper,
                 classes: None,
                 kernel: None,
+                since_look: SinceLook::default(),
             });
         }
         let marking = mark_job((pid, &members), marking, restore, &watched, &mut setups);
@@ -579,6 +669,12 @@ impl IdleJob {
                 let t = self.start.elapsed();
                 for w in &mut self.watched {
                     w.look_at_classes(t);
+                    if let Some((pi, why)) = w.judge_tree(Instant::now()) {
+                        eprintln!("tact: t={:.2}s {}: {why}", t.as_secs_f64(), w.label);
+                        if let Some(log) = &mut self.log {
+                            log.pi(t, &w.label, pi, Some(&why))?;
+                        }
+                    }
                 }
                 let views: Vec<GateView> = self.watched.iter().map(Watched::view).collect();
                 let held = self.held_since.is_some();
@@ -624,6 +720,12 @@ impl IdleJob {
             w.fg_bytes += probe.foreground;
             let hold = !w.gate.poll(t, probe.fg_active(), true);
             w.holding(hold, now);
+            if w.shaper.is_some() && w.tuner.is_some() {
+                w.since_look.job_bytes += probe.device.saturating_sub(probe.foreground);
+                if w.gate.state() == State::Pi {
+                    w.since_look.pi_time += self.probe;
+                }
+            }
             if hold {
                 holders.push(holder(&w.label, &probe));
             }
@@ -632,7 +734,7 @@ impl IdleJob {
                     if pi != w.gate.params().pi {
                         w.gate.set_pi(pi);
                         if let Some(log) = &mut self.log {
-                            log.pi(t, &w.label, pi)?;
+                            log.pi(t, &w.label, pi, None)?;
                         }
                     }
                 }
@@ -861,10 +963,11 @@ fn own_traffic(marked: bool, watched: &mut [Watched], setups: &mut [Setup]) {
     }
 }
 
-/// The gate of a resource and why it has its PI.
+/// The gate of a resource and why it has its PI; `tree`: tact's priority tree is on the link.
 fn gate_for(
     preempt: Option<Preempt>,
     default: &DefaultPi,
+    tree: bool,
 ) -> Result<(Gate, Option<Tuner>, String)> {
     Ok(match preempt {
         None => (
@@ -892,15 +995,31 @@ fn gate_for(
                 TunerParams::measured(tau, Anchor::Start, Duration::ZERO, AUTO_LONGEST_GAP);
             params.p_min = params.p_min.max(AUTO_MIN_PI);
             params.initial = params.initial.clamp(params.p_min, params.p_max);
-            let tuner = Tuner::new(params).map_err(|e| anyhow::anyhow!("--preempt auto: {e}"))?;
-            let why = format!(
-                "--preempt auto: starts at {} and moves between {} and {} to keep the share of \
-                 foreground I/O that finds the job running under {:.0}%",
+            let mut tuner =
+                Tuner::new(params).map_err(|e| anyhow::anyhow!("--preempt auto: {e}"))?;
+            let tuned = format!(
+                "starts at {} and moves between {} and {} to keep the share of foreground I/O \
+                 that finds the job running under {:.0}%",
                 fmt_ms(params.initial),
                 fmt_ms(params.p_min),
                 fmt_ms(params.p_max),
                 params.beta * 100.0
             );
+            // Under the tree the kernel sends the foreground's packets before the job's queued
+            // ones: finding the job sending costs the foreground a frame, and p = 0 gave the job
+            // the most on the issue's tbf rig at no cost to fg. Each second's look at the tree
+            // confirms it or hands the PI back to the tuner (`Watched::judge_tree`).
+            let why = if tree {
+                tuner.set_preemptive(true);
+                format!(
+                    "--preempt auto: 0ms while tact's priority tree preempts the job (its \
+                     packets go after the foreground's, so a foreground that finds it sending \
+                     pays one frame; checked every second: the job's traffic in its class and the \
+                     tree sending at its rate); otherwise the PI {tuned}"
+                )
+            } else {
+                format!("--preempt auto: {tuned}")
+            };
             (Gate::new(GateParams::new(tuner.pi())), Some(tuner), why)
         }
     })

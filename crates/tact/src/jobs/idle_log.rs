@@ -133,6 +133,9 @@ enum Record<'a> {
         t: f64,
         resource: &'a str,
         pi: f64,
+        /// Why, when it is not the tuner's step (`--preempt auto` under tact's tree).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<&'a str>,
     },
     Netns {
         t: f64,
@@ -195,11 +198,18 @@ impl IdleLog {
         })
     }
 
-    pub fn pi(&mut self, t: Duration, resource: &str, pi: Duration) -> Result<()> {
+    pub fn pi(
+        &mut self,
+        t: Duration,
+        resource: &str,
+        pi: Duration,
+        why: Option<&str>,
+    ) -> Result<()> {
         self.out.line(&Record::Pi {
             t: t.as_secs_f64(),
             resource,
             pi: pi.as_secs_f64(),
+            why,
         })
     }
 

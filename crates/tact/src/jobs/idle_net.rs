@@ -55,6 +55,8 @@ pub struct Shaper {
     records: TreeRecords,
     /// The classes' counters, over rtnetlink (no `tc` run for the log's once a second).
     classes: TcClasses,
+    /// The rate the tree's queue drains at: the tree's, or under a tbf tbf's when lower.
+    drain_bits: u64,
     removed: bool,
 }
 
@@ -75,7 +77,7 @@ impl Shaper {
             eprintln!("tact: net:{iface}: removed {what}, left by a tact that was killed");
         }
         let bg = vec![BgMatch::Dscp(DSCP_LE)];
-        let (plan, how) = match tc.root_qdisc(iface).map_err(|e| e.to_string())? {
+        let (plan, how, drain_bits) = match tc.root_qdisc(iface).map_err(|e| e.to_string())? {
             Some(q) if !q.is_default() && !opts.replace_qdisc => {
                 if q.kind != "tbf" {
                     return Err(format!(
@@ -111,7 +113,7 @@ impl Shaper {
                     htb::FG_CLASS,
                     htb::BG_CLASS,
                 );
-                (plan, how)
+                (plan, how, rate)
             }
         };
         tc.apply(&plan).map_err(|e| e.to_string())?;
@@ -133,6 +135,7 @@ impl Shaper {
                 plan,
                 records,
                 classes,
+                drain_bits,
                 removed: false,
             },
             how,
@@ -141,6 +144,12 @@ impl Shaper {
 
     pub fn rate_bits(&self) -> u64 {
         self.plan.rate_bits
+    }
+
+    /// The rate the tree's queue drains at, in bits/s: the tree's own, or under a tbf tbf's
+    /// when that is lower (at twice tbf's rate by default, the tree sends what tbf lets out).
+    pub fn drain_bits(&self) -> u64 {
+        self.drain_bits
     }
 
     /// The bytes each class has sent since the tree was built; `None` when the interface has
@@ -230,13 +239,14 @@ fn root_rate(iface: &str, opts: NetOptions) -> Result<(u64, String), String> {
     }
 }
 
-/// The tree grafted under the root tbf on `iface`, and what it is for the user.
+/// The tree grafted under the root tbf on `iface`, what it is for the user, and the rate its
+/// queue drains at (the lower of tbf's and its own).
 fn graft_plan(
     tc: &Tc,
     iface: &str,
     opts: NetOptions,
     bg: Vec<BgMatch>,
-) -> Result<(HtbPlan, String), String> {
+) -> Result<(HtbPlan, String, u64), String> {
     let tbf = tc
         .tbf_root(iface)
         .map_err(|e| e.to_string())?
@@ -259,7 +269,8 @@ fn graft_plan(
         htb::BG_CLASS,
         graft.bfifo_limit,
     );
-    Ok((plan, how))
+    let drain = tbf.rate_bits.min(plan.rate_bits);
+    Ok((plan, how, drain))
 }
 
 /// The htb tree on a gated link, where tact may build it, and what the log says about it. With
