@@ -31,16 +31,20 @@ class AdaptiveSubmitter:
 
     Submission starts with the first ``next()``. From then on, done callbacks (on Dask's callback
     thread) time each completion from its submission, refill from ``iterable`` and report to the
-    controller, whether or not the consumer is reading; results wait in order of completion. While
-    the consumer waits, it ticks the controller every 100 ms. A task that raises raises its
+    controller, whether or not the consumer is reading; results wait in order of completion. The
+    consumer ticks the controller: every 100 ms while it waits, and in ``next()`` once 100 ms
+    have passed since the last tick however often results come. A task that raises raises its
     exception from ``next()`` in its turn; iteration may go on after it. If the input iterator
     raises, or a task cannot be submitted (``fn`` or an item does not serialize), submission stops
     and ``next()`` raises that error; the tasks in flight still yield their results. ``close()`` (or leaving a
     ``with`` block) stops submitting and cancels the futures in flight.
 
-    policy, bottleneck and params: as for :class:`tact.AdaptiveExecutor` (``n_init`` sets the first
-    target); the bottleneck, and PSI with ``psi=True``, are read on the consumer's ticks, with the
-    submitter's lock released.
+    policy, bottleneck, coordinate, key and params: as for :class:`tact.AdaptiveExecutor`
+    (``n_init`` sets the first target; a key's count is at most ``max_in_flight``); the
+    bottleneck, and PSI with ``psi=True``, are read on the consumer's ticks, with the submitter's
+    lock released. With ``coordinate``, those ticks also take and give back the turn, so a
+    consumer that stops reading keeps a turn it holds until it reads again (or the submitter is
+    dropped); ``turns()`` counts them.
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
     state transitions, ``in_flight`` the futures submitted and not yet done.
     """
@@ -75,6 +79,8 @@ class AdaptiveSubmitter:
         self._error: Optional[Exception] = None
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
+        # When the consumer ticks next (on the controller's clock), once started.
+        self._next_tick = 0.0
 
     @property
     def target(self) -> int:
@@ -96,6 +102,10 @@ class AdaptiveSubmitter:
     def status(self) -> ControllerStatus:
         return self._tuning.controller.status()
 
+    def turns(self) -> Optional[Dict[str, Any]]:
+        """With ``coordinate``: as :meth:`tact.AdaptiveExecutor.turns`; None without."""
+        return self._tuning.turns()
+
     def __iter__(self) -> Iterator[Any]:
         return self
 
@@ -104,10 +114,15 @@ class AdaptiveSubmitter:
             if not self._started:
                 self._started = True
                 now = self._tuning.now()
+                self._next_tick = now + TICK
                 if self._fill():
                     new = self._tuning.controller.on_start(now, len(self._running), self._queued())
                     self._grow(now, new)
             while True:
+                # Results wake the consumer without a tick: a steady stream of them must not
+                # hold off TCC's timeouts, nor the turns of coordinate.
+                if self._tuning.now() >= self._next_tick:
+                    self._tick()
                 if self._error is not None:
                     error, self._error = self._error, None
                     raise error
@@ -116,8 +131,7 @@ class AdaptiveSubmitter:
                     break
                 if self._closed or (self._exhausted and not self._running):
                     raise StopIteration
-                if not self._ready.wait(TICK):
-                    self._tick()
+                self._ready.wait(max(0.0, self._next_tick - self._tuning.now()))
         # Outside the lock: gathering a result may wait for the cluster.
         return future.result()
 
@@ -177,6 +191,7 @@ class AdaptiveSubmitter:
             finally:
                 self._lock.acquire()
         now = self._tuning.now()
+        self._next_tick = now + TICK
         self._grow(now, self._tuning.tick(now, readings))
 
     def _grow(self, now: float, new: Optional[int]) -> None:

@@ -221,6 +221,10 @@ class _Tuning:
         self._trace.extend(self.controller.drain_trace())
         return list(self._trace)
 
+    def turns(self) -> Optional[Dict[str, Any]]:
+        """With ``coordinate``: the controller's turns now (``tact.Controller.turns``)."""
+        return self.controller.turns(self.now())
+
 
 #: What a tick read outside the owner's lock: (utilization, PSI readings).
 _Readings = Tuple[Optional[float], Optional[Pressure]]
@@ -344,7 +348,7 @@ class AdaptiveExecutor(Executor):
     def turns(self) -> Optional[Dict[str, Any]]:
         """With ``coordinate``: the turns taken, the seconds waited for them and held (see
         ``tact.Controller.turns``); None without."""
-        return self._tuning.controller.turns(self._tuning.now())
+        return self._tuning.turns()
 
     def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
@@ -480,11 +484,13 @@ class AdaptiveSemaphore:
     same task's acquire. A smaller target takes effect as permits are released: holders keep
     theirs, and no waiter gets one until fewer than the target are held.
 
-    policy, bottleneck, key and params: as for :class:`AdaptiveExecutor` (a key's
-    count is at most ``max_permits``); a callable ``bottleneck``
-    runs in the event loop (the semaphore's ticker task, while the semaphore is in use), so it
-    must not block; with ``psi=True`` that task also reads ``/proc/pressure``, at most once a
-    second (a few small files). Use it from one event loop.
+    policy, bottleneck, coordinate, key and params: as for :class:`AdaptiveExecutor` (a key's
+    count is at most ``max_permits``); a callable ``bottleneck`` runs in the event loop (the
+    semaphore's ticker task, while the semaphore is in use), so it must not block; with
+    ``psi=True`` that task also reads ``/proc/pressure``, at most once a second (a few small
+    files). With ``coordinate``, that task's ticks also take and give back the turn, so a
+    semaphore left idle keeps a turn it holds until it is used again; ``turns()`` counts them.
+    Use it from one event loop.
     """
 
     def __init__(
@@ -532,6 +538,10 @@ class AdaptiveSemaphore:
 
     def status(self) -> ControllerStatus:
         return self._tuning.controller.status()
+
+    def turns(self) -> Optional[Dict[str, Any]]:
+        """With ``coordinate``: as :meth:`AdaptiveExecutor.turns`; None without."""
+        return self._tuning.turns()
 
     async def acquire(self) -> bool:
         ctl = self._tuning.controller

@@ -1,6 +1,8 @@
 """tact.dask.AdaptiveSubmitter on an in-process Dask cluster (the workers are threads of this
 process, so tasks can count how many of them run at once)."""
 
+import itertools
+import json
 import subprocess
 import sys
 import threading
@@ -197,3 +199,88 @@ def test_the_bottleneck_is_read_on_the_consumers_ticks(client):
     assert threads and set(threads) == {threading.current_thread().name}
     with pytest.raises(ValueError, match="net:IF@RATE"):
         AdaptiveSubmitter(client, abs, [], bottleneck="gpu:0")
+
+
+def tiny(i: int) -> int:
+    time.sleep(0.001)
+    return i
+
+
+#: TCC that goes Base -> Max -> Steady at its only count (as test_tune.py's SETTLING).
+SETTLING = dict(remove=False, n_star=3, batch_min=1, dwell=0.1, max_dwell=0.1)
+#: ... and stays there (test_tune.py's NO_SHIFT says why).
+SETTLING_ONCE = dict(SETTLING, shift=1000.0, shift_hard=1000.0)
+
+
+def test_a_settled_submitter_records_its_count_and_the_next_starts_from_it(client, tmp_path):
+    keyed = dict(key="rows", key_dir=tmp_path, **SETTLING)
+    with AdaptiveSubmitter(
+        client, tiny, itertools.count(), max_in_flight=4, n_init=4, **keyed
+    ) as sub:
+        assert sub.status()["warm"] is None
+        deadline = time.monotonic() + TIMEOUT
+        for _ in sub:
+            if sub.status()["phase"] == "steady":
+                break
+            assert time.monotonic() < deadline, sub.status()
+        assert sub.status()["steady_count"] == 4
+    assert json.loads((tmp_path / "rows.json").read_text())["steady_count"] == 4
+    # The next submitter with the key starts TCC's first cycle at 4's cut (3), not at n_init 1.
+    sub = AdaptiveSubmitter(
+        client, abs, [], max_in_flight=16, n_init=1, key="rows", key_dir=tmp_path
+    )
+    assert sub.status()["warm"] == 4
+    assert sub.targets == [(0.0, 3)]
+
+
+def test_two_submitters_on_one_key_never_explore_at_once(client, tmp_path, monkeypatch):
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path))
+    subs = [
+        AdaptiveSubmitter(
+            client, tiny, itertools.count(), max_in_flight=4, n_init=4, coordinate="d",
+            **SETTLING_ONCE,
+        )
+        for _ in range(2)
+    ]
+    assert subs[0].turns()["key"] == "d"
+    stop = threading.Event()
+
+    def consume(sub: AdaptiveSubmitter) -> None:
+        # Results come every few ms, far more often than the 100 ms ticks: the consumer must
+        # tick all the same for the turns to move.
+        with sub:
+            for _ in sub:
+                if stop.is_set():
+                    return
+
+    consumers = [threading.Thread(target=consume, args=(s,)) for s in subs]
+    for c in consumers:
+        c.start()
+
+    def state(sub: AdaptiveSubmitter) -> tuple:
+        """(holding, exploring: granted and not in Steady), and whether it is done."""
+        t, st = sub.turns(), sub.status()
+        steady = st["phase"] == "steady"
+        return (t["holding"], t["turns"] > 0 and not steady), t["turns"] == 1 and steady
+
+    # The consumers change the states meanwhile, and each submitter holds and explores once, in
+    # one stretch: the first is read before and after the second, and counts as holding or
+    # exploring only if it did at both reads, so an overlap is one the sample saw.
+    samples = []
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while True:
+            (a1, a_done), (b, b_done), (a2, _) = state(subs[0]), state(subs[1]), state(subs[0])
+            samples.append([(a1[0] and a2[0], a1[1] and a2[1]), b])
+            if a_done and b_done:
+                break
+            assert time.monotonic() < deadline, samples[-1]
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        for c in consumers:
+            c.join(TIMEOUT)
+    assert not any(a[0] and b[0] for a, b in samples), "both held the turn"
+    assert not any(a[1] and b[1] for a, b in samples), "both explored at once"
+    assert any(a[1] for a, _ in samples) and any(b[1] for _, b in samples)
+    assert AdaptiveSubmitter(client, abs, []).turns() is None

@@ -721,6 +721,54 @@ def test_executor_takes_its_turn(tmp_path: Path, monkeypatch):
         assert ex.turns() is None
 
 
+def exploring(turns: dict, status: dict) -> bool:
+    """Measuring a cycle: granted its first turn (before it, TCC waits at n_init) and not in
+    Steady."""
+    return turns["turns"] > 0 and status["phase"] != "steady"
+
+
+#: No throughput shift ends a steady state (with SETTLING's tiny windows, noise would): a cycle
+#: that comes due between the entry into Steady and the host's next check keeps the turn held
+#: without starting (tact-lib's turns grant only on taking the lock), stalling the other pool.
+NO_SHIFT = dict(shift=1000.0, shift_hard=1000.0)
+
+
+def test_two_semaphores_on_one_key_never_explore_at_once(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path))
+    params = dict(n_init=4, coordinate="sem", **SETTLING, **NO_SHIFT)
+
+    async def main() -> list:
+        sems = [tact.AdaptiveSemaphore(4, **params) for _ in range(2)]
+        # Each sample: per semaphore (holding, exploring), after every task.
+        samples = []
+        done = asyncio.Event()
+
+        def sample() -> None:
+            states = [(s.turns(), s.status()) for s in sems]
+            samples.append([(t["holding"], exploring(t, st)) for t, st in states])
+            if all(t["turns"] == 1 and st["phase"] == "steady" for t, st in states):
+                done.set()
+
+        async def worker(sem: tact.AdaptiveSemaphore) -> None:
+            while not done.is_set():
+                async with sem:
+                    await asyncio.sleep(0.002)
+                sample()
+
+        assert sems[0].turns()["key"] == "sem"
+        await asyncio.wait_for(
+            asyncio.gather(*(worker(s) for s in sems for _ in range(6))), TIMEOUT
+        )
+        return samples
+
+    samples = asyncio.run(main())
+    assert not any(a[0] and b[0] for a, b in samples), "both held the turn"
+    assert not any(a[1] and b[1] for a, b in samples), "both explored at once"
+    # Each took its turn while the other waited: one explored first, then the other.
+    assert any(a[1] for a, _ in samples) and any(b[1] for _, b in samples)
+    assert tact.AdaptiveSemaphore(4).turns() is None
+
+
 # Warm start per workload key (key=NAME)
 
 #: TCC that goes Base -> Max -> Steady at its only count (n_init = n_max, no Remove): a steady
@@ -759,6 +807,27 @@ def test_a_settled_executor_records_its_count_and_the_next_starts_from_it(tmp_pa
     # A tcc spec with a key is TCC too.
     spec = tact.Controller("tcc:q=0.14", n_init=1, n_max=16, key="thumbs", key_dir=tmp_path)
     assert spec.status()["warm"] == 4
+
+
+def test_a_settled_semaphore_records_its_count_and_the_next_starts_from_it(tmp_path: Path):
+    async def settle() -> dict:
+        sem = tact.AdaptiveSemaphore(4, n_init=4, key="pages", key_dir=tmp_path, **SETTLING)
+        assert sem.status()["warm"] is None
+
+        async def worker() -> None:
+            while sem.status()["phase"] != "steady":
+                async with sem:
+                    await asyncio.sleep(0.001)
+
+        await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(8))), TIMEOUT)
+        return sem.status()
+
+    assert asyncio.run(settle())["steady_count"] == 4
+    assert _record(tmp_path, "pages")["steady_count"] == 4
+    # The next semaphore with the key starts TCC's first cycle at 4's cut (3), not at n_init 1.
+    sem = tact.AdaptiveSemaphore(16, n_init=1, key="pages", key_dir=tmp_path)
+    assert sem.status()["warm"] == 4
+    assert sem.targets == [(0.0, 3)]
 
 
 def test_a_key_defaults_to_the_state_directory(tmp_path: Path, monkeypatch):

@@ -475,8 +475,9 @@ How the count reaches the program:
                       exits (--jobserver-auth=fifo:PATH): every process below can open it. For
                       make 4.4 and later, ninja 1.13 and later (it reads no pipe) and cargo;
                       make 4.3 and older stop on it. auto (the default): fifo when the command
-                      is ninja, else pipe. Pick fifo for ninja run through another program
-                      (cmake --build, a script), or a make 4.4 tree whose tools need the tokens
+                      is ninja, or make/gmake whose --version says GNU Make 4.4 or later (asked
+                      on every run), else pipe. Pick fifo for ninja or make 4.4 run through
+                      another program (cmake --build, a script)
   --workers-file P    tact writes COUNT to P (atomically) whenever it changes, for programs that
                       re-read such a file, like GNU parallel's -j P
   --signals           tact sends the command's process SIGUSR1 per job more and SIGUSR2 per job
@@ -572,8 +573,8 @@ pub struct TuneArgs {
     pub jobserver: bool,
     /// How the command finds the jobserver, as make's own option: pipe (inherited descriptors,
     /// which every GNU make reads), fifo (a named pipe, for make 4.4 and later, ninja 1.13 and
-    /// later; make 4.3 stops on it) or auto (fifo for ninja, which reads nothing else; pipe for
-    /// any other command).
+    /// later; make 4.3 stops on it) or auto (fifo for ninja, which reads nothing else, and for
+    /// a make or gmake whose --version says GNU Make 4.4 or later; pipe for any other command).
     #[arg(long, value_enum, value_name = "STYLE", default_value_t = crate::tune::JobserverStyle::Auto,
           conflicts_with_all = ["workers_file", "signals", "freeze"])]
     pub jobserver_style: crate::tune::JobserverStyle,

@@ -1,6 +1,6 @@
 //! `tact tune --jobserver-style`: the fifo jobserver (make 4.4's `--jobserver-auth=fifo:PATH`)
-//! serving clients that open it by name, its removal on every way out, `auto`'s choice, and
-//! bad values. The pipe style's behaviour is tune.rs's.
+//! serving clients that open it by name, its removal on every way out, `auto`'s choice (by name
+//! for ninja, by `--version` for make), and bad values. The pipe style's behaviour is tune.rs's.
 
 mod common;
 
@@ -195,6 +195,98 @@ fn auto_gives_a_command_named_ninja_a_fifo_and_any_other_a_pipe() {
     );
 }
 
+/// The jobserver style in MAKEFLAGS: "fifo", or "pipe" for a pair of descriptors.
+fn style(flags: &str) -> &'static str {
+    let auth = flags
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("--jobserver-auth="))
+        .next_back()
+        .unwrap_or_else(|| panic!("no jobserver in {flags}"));
+    if auth.starts_with("fifo:") {
+        return "fifo";
+    }
+    let fds: Vec<&str> = auth.split(',').collect();
+    assert!(
+        fds.len() == 2 && fds.iter().all(|fd| fd.parse::<u32>().is_ok()),
+        "{flags}"
+    );
+    "pipe"
+}
+
+#[test]
+fn auto_asks_a_make_its_version_and_gives_4_4_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // A make that answers --version with `answer` (shell) and otherwise records its MAKEFLAGS.
+    let fake = |name: &str, answer: &str| {
+        let script = bin.join(name);
+        fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = --version ]; then\n{answer}\nfi\n\
+                 printf '%s\\n' \"$MAKEFLAGS\" > flags\n"
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    };
+    let cases = [
+        // Found on PATH, as the command will be.
+        (
+            "make",
+            "echo 'GNU Make 4.4.1'; echo 'Built for x86_64-pc-linux-gnu'; exit 0",
+            "fifo",
+        ),
+        ("gmake", "echo 'GNU Make 4.4'; exit 0", "fifo"),
+        ("make", "echo 'GNU Make 4.3'; exit 0", "pipe"),
+        ("make", "echo 'GNU Make 3.81'; exit 0", "pipe"),
+        // Not GNU make, or no answer: a pipe, and the command still runs.
+        ("make", "echo 'make: unknown option' >&2; exit 2", "pipe"),
+        ("make", "exec sleep 60", "pipe"),
+    ];
+    for (name, answer, want) in cases {
+        fake(name, answer);
+        let _ = fs::remove_file(dir.path().join("flags"));
+        let out = tune_cmd(dir.path(), &["--", name])
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{answer}: {}", stderr(&out));
+        assert_eq!(style(&flags(dir.path())), want, "{name}: {answer}");
+        assert_eq!(left_in_tmp(dir.path()), Vec::<String>::new());
+        fs::remove_file(bin.join(name)).unwrap();
+    }
+    // By its path, too; an explicit style is not second-guessed.
+    let gmake = fake("gmake", "echo 'GNU Make 4.4.1'; exit 0");
+    let gmake = gmake.to_str().unwrap();
+    for (args, want) in [
+        (&["--", gmake][..], "fifo"),
+        (&["--jobserver-style", "pipe", "--", gmake][..], "pipe"),
+    ] {
+        let out = tune(dir.path(), args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(style(&flags(dir.path())), want, "{args:?}");
+    }
+
+    // The real make, as its recipes see MAKEFLAGS: a fifo from 4.4 on, else (4.3 here) a pipe.
+    fs::write(
+        dir.path().join("Makefile"),
+        "all:\n\t@printf '%s\\n' \"$$MAKEFLAGS\" > flags\n",
+    )
+    .unwrap();
+    let out = tune(dir.path(), &["--", "make"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let want = if make_version() >= (4, 4) {
+        "fifo"
+    } else {
+        "pipe"
+    };
+    assert_eq!(style(&flags(dir.path())), want, "make {:?}", make_version());
+}
+
 /// GNU make's version, as `make --version` gives it: (major, minor).
 fn make_version() -> (u32, u32) {
     let out = Command::new("make").arg("--version").output().unwrap();
@@ -240,7 +332,7 @@ fn make_takes_the_fifo_from_4_4_and_stops_on_it_before() {
         assert_eq!(ended, 12);
         assert!((2..=3).contains(&most), "make ran {most} jobs at once");
     } else {
-        // Why fifo is not auto's choice for make: 4.3 (Debian 12's) refuses it, and tact exits
+        // Why auto gives make 4.3 (Debian 12's) a pipe: it refuses the fifo, and tact exits
         // with its status.
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("invalid --jobserver-auth string"), "{err}");

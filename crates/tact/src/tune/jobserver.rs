@@ -10,6 +10,10 @@
 //!   "invalid --jobserver-auth string" on it; ninja 1.13 reads nothing else on POSIX (it
 //!   ignores a pipe).
 //!
+//! `auto` picks fifo for ninja by its name, and for a make (named `make` or `gmake`) whose
+//! `--version` says GNU Make 4.4 or later: the fifo survives recipes and tools that close the
+//! descriptors they inherit. Any other command, or a make that cannot tell, gets a pipe.
+//!
 //! make runs its first job in an implicit slot and takes a byte from the pipe for every further
 //! job, writing it back when a job ends, so a count of n puts n − 1 tokens in circulation. tact
 //! grows the count by writing tokens and shrinks it by reading tokens back as make returns them
@@ -24,7 +28,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use nix::fcntl::OFlag;
@@ -45,10 +50,19 @@ const TOKEN: u8 = b'+';
 /// nothing.
 const FIFO_ONLY: [&str; 2] = ["ninja", "ninja-build"];
 
+/// Names GNU make runs as; `auto` asks such a command its version.
+const MAKES: [&str; 2] = ["make", "gmake"];
+
+/// The first GNU make that reads the fifo style (its own default there).
+const FIFO_MAKE: (u32, u32) = (4, 4);
+
+/// How long `make --version` may take before `auto` gives up on it and picks a pipe.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How the command finds the jobserver: make's `--jobserver-style`, plus `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Style {
-    /// fifo for a program known to read nothing else (ninja), else pipe
+    /// fifo for ninja and GNU make 4.4 or later (asked with --version), else pipe
     Auto,
     /// inherited descriptors: every GNU make reads them
     Pipe,
@@ -62,12 +76,54 @@ impl Style {
         match self {
             Style::Pipe => false,
             Style::Fifo => true,
-            Style::Auto => {
-                let name = Path::new(command).file_name().and_then(|n| n.to_str());
-                name.is_some_and(|n| FIFO_ONLY.contains(&n))
-            }
+            Style::Auto => auto_picks_fifo(command, make_version),
         }
     }
+}
+
+/// `auto`'s choice for `command`: a fifo for ninja, and for a make whose `version` (asked only
+/// of a command named make or gmake) is GNU Make 4.4 or later.
+fn auto_picks_fifo(command: &str, version: impl FnOnce(&str) -> Option<(u32, u32)>) -> bool {
+    let Some(name) = Path::new(command).file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    FIFO_ONLY.contains(&name)
+        || (MAKES.contains(&name) && version(command).is_some_and(|v| v >= FIFO_MAKE))
+}
+
+/// The GNU make version of `make` (run as `make --version`, found as the command will be, on
+/// every run: an upgrade takes effect at once); None when it does not run, does not finish
+/// within [`VERSION_TIMEOUT`], or is not GNU make.
+fn make_version(make: &str) -> Option<(u32, u32)> {
+    let mut child = Command::new(make)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + VERSION_TIMEOUT;
+    // make prints a few hundred bytes, well within the pipe's buffer: it exits without a reader.
+    while child.try_wait().ok()?.is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut text = String::new();
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    parse_make_version(&text)
+}
+
+/// (major, minor) from `make --version`'s first line, "GNU Make 4.4.1"; None for anything else.
+fn parse_make_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.lines().next()?.strip_prefix("GNU Make ")?.trim();
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// Where the command finds the tokens.
@@ -335,17 +391,59 @@ mod tests {
             assert!(Style::Auto.fifo_for(cmd), "{cmd}");
             assert!(!Style::Pipe.fifo_for(cmd), "{cmd}");
         }
-        for cmd in [
-            "make",
-            "/usr/bin/gmake",
-            "cargo",
-            "ninjax",
-            "./ninja.sh",
-            "",
-        ] {
+        for cmd in ["cargo", "ninjax", "./ninja.sh", "./make.sh", ""] {
             assert!(!Style::Auto.fifo_for(cmd), "{cmd}");
             assert!(Style::Fifo.fifo_for(cmd), "{cmd}");
         }
+    }
+
+    #[test]
+    fn auto_gives_a_make_a_fifo_from_4_4_on() {
+        let asked = |v: Option<(u32, u32)>| {
+            move |cmd: &str| {
+                assert!(cmd.ends_with("make"), "{cmd} asked its version");
+                v
+            }
+        };
+        for cmd in ["make", "/usr/bin/gmake", "./make"] {
+            assert!(auto_picks_fifo(cmd, asked(Some((4, 4)))), "{cmd}");
+            assert!(auto_picks_fifo(cmd, asked(Some((5, 0)))), "{cmd}");
+            assert!(!auto_picks_fifo(cmd, asked(Some((4, 3)))), "{cmd}");
+            assert!(!auto_picks_fifo(cmd, asked(Some((3, 81)))), "{cmd}");
+            assert!(!auto_picks_fifo(cmd, asked(None)), "{cmd}");
+        }
+        // Nothing else is asked.
+        for cmd in ["ninja", "cargo", "bmake", "make.sh"] {
+            let fifo = auto_picks_fifo(cmd, |c: &str| panic!("{c} asked its version"));
+            assert_eq!(fifo, cmd == "ninja", "{cmd}");
+        }
+    }
+
+    #[test]
+    fn make_versions_parse_from_the_first_line() {
+        let cases = [
+            (
+                "GNU Make 4.3\nBuilt for x86_64-pc-linux-gnu\n",
+                Some((4, 3)),
+            ),
+            ("GNU Make 4.4\n", Some((4, 4))),
+            ("GNU Make 4.4.1\nCopyright (C) 1988-2023\n", Some((4, 4))),
+            ("GNU Make 3.81\n", Some((3, 81))),
+            ("GNU Make 4\n", None),
+            ("GNU Make 4.x\n", None),
+            ("make: unknown option -- -\n", None),
+            ("bmake 20240711\nGNU Make 4.4\n", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_make_version(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_make_that_cannot_tell_its_version_is_none() {
+        assert_eq!(make_version("/nonexistent/make"), None);
+        assert_eq!(make_version("false"), None);
     }
 
     /// The read and write ends a client such as make uses: the inherited descriptors, or its
