@@ -324,18 +324,20 @@ fn without_coordinate_grants_change_nothing_and_no_turn_is_wanted() {
 /// `total(n + peers)`, shared by count (processor sharing): its own throughput is the share
 /// n/(n + peers) of it, the others' the rest. Coordinated (when
 /// `coordinate`) and granted the turn whenever it wants it; with `tell`, the host reports the others'
-/// completions (`on_peer_completions`) just before each of its own. Runs to its `k`-th steady
-/// entry and returns the controller with its steady counts.
+/// completions (`on_peer_completions`) just before each of its own, and that `instances`
+/// share the key (`set_instances`). Runs to its `k`-th steady entry and returns the controller
+/// with its steady counts.
 fn beside(
     params: &TuneParams,
     total: fn(usize) -> f64,
     peers: usize,
-    (coordinate, tell): (bool, bool),
+    (coordinate, tell, instances): (bool, bool, usize),
     k: usize,
 ) -> (Tcc, Vec<usize>) {
     let mut tcc = Tcc::new(params.clone()).unwrap();
     if coordinate {
         tcc.coordinate();
+        tcc.set_instances(instances);
     }
     let mut now = Duration::ZERO;
     let mut in_flight = tcc.target();
@@ -394,13 +396,37 @@ fn while_exploring_the_others_completions_are_samples_so_share_taken_is_no_gain(
     };
     // Told nothing, each added worker looks like a gain (its share of a saturated bottleneck
     // held by 30 others' workers grows almost in proportion): the instance climbs from 2 to 28.
-    let (_, alone) = beside(&params, saturated, 30, (true, false), 3);
+    let (_, alone) = beside(&params, saturated, 30, (true, false, 1), 3);
     assert!(alone.iter().all(|&n| n >= 20), "{alone:?}");
     // Told the others' completions, its tests see the bottleneck's throughput, which no count
     // of its own changes: no add step is kept, and the removals give the workers back down to
     // n_min.
-    let (_, told) = beside(&params, saturated, 30, (true, true), 3);
+    let (_, told) = beside(&params, saturated, 30, (true, true, 1), 3);
     assert_eq!(told, [1, 1, 1]);
+}
+
+#[test]
+fn below_its_fair_share_an_instance_judges_its_own_throughput() {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    // One other instance holds 8 workers on a saturated bottleneck. Told that 2 instances
+    // share the key, this one's steps below half of the key's completions count by its own
+    // throughput (× 2): after a first cycle whose steps gained less than their q (2 → 4
+    // workers raises its own throughput 67%, slow start asks 68%), it climbs to 4 workers or
+    // more (a third of the key's completions), and a removal below that is undone. Not past
+    // the other's 8: a share above one half gains F nothing (and a 25% step gains its own
+    // throughput less than q once its share passes ~39%, `docs/tune.md`).
+    let (mut tcc, fair) = beside(&params, saturated, 8, (true, true, 2), 5);
+    assert!(fair[1..].iter().all(|&n| (4..=8).contains(&n)), "{fair:?}");
+    let decisions = tcc.drain_decisions();
+    assert!(decisions.iter().any(|d| d.fair), "{decisions:?}");
+    // Told nothing of the others' number (k = 1), the bottleneck alone judges: it gives its
+    // workers back down to n_min, as without the rule.
+    let (_, alone) = beside(&params, saturated, 8, (true, true, 1), 3);
+    assert_eq!(alone, [1, 1, 1]);
 }
 
 #[test]
@@ -413,14 +439,14 @@ fn told_the_others_completions_a_loss_of_the_bottleneck_still_counts() {
     // The bending curve with 2 workers of others on it: unlike the saturated bottleneck, a
     // removal here costs the bottleneck (from 3 to 2 of 5 tasks, 15%), so the instance keeps
     // its workers rather than falling to n_min.
-    let (_, told) = beside(&params, rate, 2, (true, true), 3);
+    let (_, told) = beside(&params, rate, 2, (true, true, 1), 3);
     assert!(told.iter().all(|&n| n >= 3), "{told:?}");
     // But it needs the gain an add step's q asks of its own count: 3 → 4 workers must raise
     // the bottleneck by 19%, where it gains 14% (5 → 6 tasks). Alone on the curve it climbs
     // further, its steps being smaller (`docs/tune.md`: the rule is stricter than one
     // controller of the total count would be).
     assert!(told.iter().all(|&n| n <= 4), "{told:?}");
-    let (_, alone) = beside(&params, rate, 0, (true, true), 3);
+    let (_, alone) = beside(&params, rate, 0, (true, true, 1), 3);
     assert!(alone.iter().all(|&n| n >= 8), "{alone:?}");
 }
 
@@ -441,7 +467,7 @@ fn the_others_completions_are_ignored_outside_the_turn() {
     assert_eq!(tcc.status(), before);
     // In Steady (the turn given back) they change nothing either: not the busy time, not the
     // samples, not the count.
-    let (mut tcc, _) = beside(&params, saturated, 30, (true, true), 1);
+    let (mut tcc, _) = beside(&params, saturated, 30, (true, true, 1), 1);
     assert_eq!(tcc.phase(), Phase::Steady);
     let before = tcc.status();
     let later = Duration::from_secs(3600);
@@ -449,8 +475,8 @@ fn the_others_completions_are_ignored_outside_the_turn() {
     assert_eq!(tcc.status(), before);
     assert!(tcc.drain_trace().is_empty());
     // Without coordinate(), a run told the others' completions is the run told nothing.
-    let (told, told_counts) = beside(&params, saturated, 30, (false, true), 3);
-    let (plain, plain_counts) = beside(&params, saturated, 30, (false, false), 3);
+    let (told, told_counts) = beside(&params, saturated, 30, (false, true, 1), 3);
+    let (plain, plain_counts) = beside(&params, saturated, 30, (false, false, 1), 3);
     assert_eq!(told_counts, plain_counts);
     assert_eq!(told.status(), plain.status());
 }

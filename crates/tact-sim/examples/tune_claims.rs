@@ -15,6 +15,7 @@ use tact_core::tune::TuneParams;
 use tact_sim::tune::claims::{self, Fig5Point, Fig5Spread, Protocol, SharePoint, Shared2, R_GRID};
 use tact_sim::tune::convergence::{self, ModeSummary, MODES, WORKLOADS};
 use tact_sim::tune::coord::{self, Fronts};
+use tact_sim::tune::driver::Turns;
 use tact_sim::tune::experiments::{self as x, Check, SEEDS};
 use tact_sim::tune::hint;
 use tact_sim::tune::rows::{self, References, Rig, RowSummary, RIGS};
@@ -360,6 +361,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect::<Vec<_>>(),
         );
     }
+    let pairs: Vec<Vec<coord::Latecomer>> = [Turns::Off, Turns::Lock]
+        .into_iter()
+        .flat_map(|turns| [(turns, false), (turns, true)])
+        .map(|(turns, hint)| {
+            (1..=5)
+                .map(|seed| coord::latecomer(turns, hint, seed))
+                .collect()
+        })
+        .collect();
+    println!("\nThe real rig's pair (X6 with its 5 ms delay, the second pool joining after 80 s), seeds 1–5: the latecomer's share of the pair's throughput 10–100 s and 0–300 s after the join, and the service's utilization 10–100 s.\n");
+    println!(
+        "| pair | hint | latecomer, 10–100 s | latecomer, 0–300 s | service | counts at 100 s |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for runs in &pairs {
+        let col = |f: fn(&coord::Latecomer) -> f64| {
+            let xs: Vec<f64> = runs.iter().map(f).collect();
+            let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "{:.1}% [{:.1}–{:.1}]",
+                100.0 * claims::median(&xs),
+                100.0 * lo,
+                100.0 * hi
+            )
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {:?} |",
+            coord::mode_name(runs[0].turns),
+            if runs[0].hint { "on" } else { "off" },
+            col(|r| r.share),
+            col(|r| r.share_long),
+            col(|r| r.utilization),
+            runs.iter().map(|r| r.counts).collect::<Vec<_>>(),
+        );
+    }
 
     // ---- Faster convergence (spec §6, item 1) ----------------------------------------------
     let seeds: Vec<u64> = (1..=NOISY_SEEDS).collect();
@@ -566,7 +603,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
             "convergence": convergence,
-            "coordination": { "runs": fronts, "checks": coord_checks },
+            "coordination": { "runs": fronts, "checks": coord_checks, "rig_pairs": pairs },
             "hint": {
                 "vm": [&vm_plain, &vm_hint],
                 "vm_room": rooms,

@@ -182,6 +182,14 @@ pub trait Policy {
         None
     }
 
+    /// With [`Policy::coordinate`]: `k` live instances share the bottleneck key, this one
+    /// included (`docs/tune.md` "Several instances on one bottleneck", the fair share). The host
+    /// calls it whenever the number changes; until then the policy assumes it is alone (k = 1),
+    /// which turns the fair-share rule off. Policies that do not judge shares ignore it.
+    fn set_instances(&mut self, k: usize) {
+        let _ = k;
+    }
+
     /// The state transitions since the last call, oldest first (hosts expose them as JSON
     /// traces). Policies without states return none.
     fn drain_trace(&mut self) -> Vec<Transition> {

@@ -10,7 +10,7 @@ use super::gaps::GapRule;
 use super::params::{q_scaled, ParamError, TuneParams, SLOW_START};
 use super::policy::{Event, Load, Phase, Policy, Pressure, Reason, Transition};
 use super::samples::{SampleSet, Summary};
-use super::turns::{Start, Turns};
+use super::turns::{Share, Start, Turns};
 use crate::stats::normal_quantile;
 
 /// A measured configuration, kept after the controller has moved on (C₁, or the cycle's best).
@@ -21,6 +21,8 @@ struct Config {
     /// Busy time from the change to this count until it held n* batches (or its whole busy time
     /// if it never did).
     to_nstar: Duration,
+    /// Its own and its peers' samples (coordinated, while the turn is held).
+    share: Share,
 }
 
 /// Where the settling after a change stands (spec §2.2).
@@ -81,8 +83,9 @@ struct Comparison {
     cand: Summary,
     cand_busy: Duration,
     cand_nstar: Option<Duration>,
-    /// C₂'s bottleneck utilization over its earlier visits.
+    /// C₂'s bottleneck utilization and share over its earlier visits.
     cand_util: Util,
+    cand_share: Share,
     /// Busy time spent running C₁ again: the dwell cap bounds the whole comparison.
     c1_busy: Duration,
     /// The look the test is at: k = 0 at C₂'s n* batches, then every doubling of n₁ + n₂.
@@ -101,6 +104,7 @@ impl Comparison {
             cand_busy: Duration::ZERO,
             cand_nstar: None,
             cand_util: Util::default(),
+            cand_share: Share::default(),
             c1_busy: Duration::ZERO,
             look: 0,
             look_at: 0,
@@ -132,6 +136,10 @@ pub struct Decision {
     pub hinted: bool,
     /// PSI decided it (see [`Transition::psi`]).
     pub psi: bool,
+    /// The fair-share rule decided it (coordinated, `docs/tune.md` "Several instances on one
+    /// bottleneck"): an add step accepted because it took the instance's share up towards 1/k,
+    /// or a removal undone because it took the share below 1/k.
+    pub fair: bool,
     /// Samples measured since the previous decision (both configurations, revisits
     /// included), and the batch size b they were grouped by.
     pub samples: u64,
@@ -248,6 +256,14 @@ pub struct Tcc {
     rng: u64,
     /// Coordination with other instances on the bottleneck ([`Policy::coordinate`]).
     turns: Turns,
+    /// Own and peers' samples of the configuration being measured (this visit).
+    share: Share,
+    /// The decision being recorded is the fair-share rule's.
+    fair_decides: bool,
+    /// The highest [`Turns::fair_value`] among the cycle's judged configurations: what a
+    /// removal below the fair share must keep (the cycle's best is chosen by the bottleneck's
+    /// throughput, which counts that differ only in share tie on).
+    fair_best: f64,
 
     trace: VecDeque<Transition>,
     trace_dropped: u64,
@@ -310,6 +326,9 @@ impl Tcc {
             steady_at: Duration::ZERO,
             rng: params.seed,
             turns: Turns::default(),
+            share: Share::default(),
+            fair_decides: false,
+            fair_best: 0.0,
             trace: VecDeque::new(),
             trace_dropped: 0,
             decisions: VecDeque::new(),
@@ -381,7 +400,7 @@ impl Tcc {
     fn handle(&mut self, event: Event, hint: Option<f64>, pressure: Option<Pressure>) {
         let complete = matches!(event, Event::Complete { .. });
         let (at, advanced) = self.advance(event.at(), complete);
-        let sampled = complete && self.sample();
+        let sampled = complete && self.sample(false);
         if let Some(load) = event.load() {
             self.load = load;
         }
@@ -439,22 +458,23 @@ impl Tcc {
         let (at, advanced) = self.advance(now, false);
         let mut sampled = false;
         for _ in 0..count {
-            sampled |= self.sample();
+            sampled |= self.sample(true);
         }
         if sampled || advanced {
             self.step(at);
         }
     }
 
-    /// One completion: the busy time since the previous one is a sample once the configuration
-    /// has settled. Whether a sample was taken.
-    fn sample(&mut self) -> bool {
+    /// One completion, the instance's own or (`peer`) another's: the busy time since the
+    /// previous one is a sample once the configuration has settled. Whether a sample was taken.
+    fn sample(&mut self, peer: bool) -> bool {
         let mut sampled = false;
         if let Some(mark) = self.mark {
             let x = (self.busy - mark).as_secs_f64();
             match self.settle {
                 Settle::Done => {
                     self.cur.push(x);
+                    self.share.add(peer);
                     sampled = true;
                     if self.phase != Phase::Steady {
                         self.explored += 1;
@@ -631,7 +651,19 @@ impl Tcc {
                 .cand_nstar
                 .or(self.to_nstar)
                 .unwrap_or(self.judged_busy()),
+            share: self.judged_share(),
         }
+    }
+
+    /// Own and peers' samples of the configuration being judged: earlier visits and this one.
+    fn judged_share(&self) -> Share {
+        self.cmp.cand_share.merge(&self.share)
+    }
+
+    /// What the fair-share rule judges a configuration with statistics `s` and `share` by
+    /// ([`Turns::fair_value`]).
+    fn fair_value(&self, s: &Summary, share: Share) -> f64 {
+        self.turns.fair_value(s.throughput(), share)
     }
 
     fn keep_best(&mut self, c: Config) {
@@ -639,6 +671,7 @@ impl Tcc {
             // Too few batches to judge anything by (a count the thrashing guard left early).
             return;
         }
+        self.fair_best = self.fair_best.max(self.fair_value(&c.s, c.share));
         match self.best {
             Some(b) if c.s.throughput() <= b.s.throughput() => {}
             _ => self.best = Some(c),
@@ -752,6 +785,9 @@ impl Tcc {
         }
         let forced = self.at_cap(dwell);
         let q = self.step_q(self.prev, self.target);
+        if self.fair_gain(&r, &s, q) {
+            return self.fair_add(at, r.n, q, forced);
+        }
         match self.test(&r.s, &s, q, forced) {
             Outcome::Pending => self.next_look(r.s, s, r.n),
             Outcome::Better if self.stalls() => self.stalled_add(at, forced),
@@ -807,11 +843,52 @@ impl Tcc {
         self.psi_decides = false;
     }
 
-    /// The bottleneck hint accepted an add step the test judged flat: it becomes C₁ at once
-    /// (its test is over) and the count rises again.
+    /// The fair-share rule (coordinated; `docs/tune.md` "Several instances on one bottleneck"):
+    /// C₁ ran below the instance's fair share 1/k of the key's completions ([`Turns::short`]), the step gained at
+    /// least q in [`Turns::fair_value`] (own throughput × k, up to the bottleneck's), and it
+    /// cost the bottleneck less than δ. A point estimate over at least n* batches, as the
+    /// hint's rule is: the share is a ratio of counts over hundreds of completions, and a
+    /// step below 1/k moves it by far more than its noise.
+    fn fair_gain(&self, r: &Config, s: &Summary, q: f64) -> bool {
+        if s.batches < self.params.n_star || !self.turns.short(r.n, r.share) {
+            return false;
+        }
+        let (total, base) = (s.throughput(), r.s.throughput());
+        let gain = self.fair_value(s, self.judged_share()) / self.fair_value(&r.s, r.share);
+        gain >= 1.0 + q && total >= (1.0 - self.params.delta) * base
+    }
+
+    /// The fair-share rule's side of a removal: the count being judged runs below the fair
+    /// share ([`Turns::short`]) and lost more than δ in [`Turns::fair_value`] against the
+    /// highest value of the cycle's configurations (point estimates over at least n* batches,
+    /// as in [`Tcc::fair_gain`]).
+    fn fair_loss(&self, s: &Summary) -> bool {
+        let share = self.judged_share();
+        if s.batches < self.params.n_star || !self.turns.short(self.target, share) {
+            return false;
+        }
+        self.fair_value(s, share) < (1.0 - self.params.delta) * self.fair_best
+    }
+
+    /// The fair-share rule accepted an add step (before or against the test's verdict).
+    fn fair_add(&mut self, at: Duration, c1: usize, q: f64, forced: bool) {
+        self.forced += u64::from(forced);
+        self.fair_decides = true;
+        self.accept_add(at, c1, q, forced);
+        self.fair_decides = false;
+    }
+
+    /// The bottleneck hint accepted an add step the test judged flat.
     fn hinted_add(&mut self, at: Duration, c1: usize, q: f64, forced: bool) {
         self.hinted += 1;
         self.hint_decides = true;
+        self.accept_add(at, c1, q, forced);
+        self.hint_decides = false;
+    }
+
+    /// A rule beside the test accepted the add step: it becomes C₁ at once (its test is over)
+    /// and the count rises again.
+    fn accept_add(&mut self, at: Duration, c1: usize, q: f64, forced: bool) {
         let c = self.config();
         self.keep_best(c);
         let n = self.target;
@@ -824,7 +901,6 @@ impl Tcc {
             self.reference = Some(c);
             self.go(at, Phase::Add, up, n, Reason::Better, forced);
         }
-        self.hint_decides = false;
     }
 
     /// An add step failed: no gain of q (`Flat`), a decline, or a thrashing-guard trip.
@@ -904,6 +980,7 @@ impl Tcc {
             self.cmp.cand_busy = self.judged_busy();
             self.cmp.cand_nstar = self.cmp.cand_nstar.or(self.to_nstar);
             self.cmp.cand_util = self.judged_util();
+            self.cmp.cand_share = self.judged_share();
             self.cmp.cand_n = self.target;
             self.cmp.revisit = Some(want);
             self.switch(c1_n);
@@ -936,9 +1013,11 @@ impl Tcc {
             return;
         }
         // The cycle's best and the reference are the same configuration when their counts are.
+        let share = c1.share.merge(&self.share);
         for c in [&mut self.reference, &mut self.best].into_iter().flatten() {
             if c.n == c1.n {
                 c.s = merged;
+                c.share = share;
             }
         }
         self.cmp.revisit = None;
@@ -990,6 +1069,16 @@ impl Tcc {
         let s = self.judged();
         let forced = self.at_cap(dwell);
         let q = -delta;
+        if self.fair_loss(&s) {
+            // The removal took the instance below its fair share, and its own throughput with
+            // it: restore, as for a loss of the bottleneck's.
+            self.forced += u64::from(forced);
+            self.fair_decides = true;
+            self.decided(at, best.n, q, false, Reason::Lost, forced);
+            self.go_steady(at, self.prev, Reason::Lost, forced);
+            self.fair_decides = false;
+            return;
+        }
         match self.test(&best.s, &s, q, forced) {
             Outcome::Pending => self.next_look(best.s, s, best.n),
             Outcome::Better => {
@@ -1112,6 +1201,7 @@ impl Tcc {
         self.autocorr_next = self.params.n_star;
         self.reference = None;
         self.best = None;
+        self.fair_best = 0.0;
         let n = self.target;
         self.go(at, Phase::Base, base, n, reason, false);
     }
@@ -1161,6 +1251,7 @@ impl Tcc {
         self.settle = Settle::InFlight;
         self.measure_from = None;
         self.util = Util::default();
+        self.share = Share::default();
         self.window_mark = Util::default();
         self.refresh_load();
     }
@@ -1196,6 +1287,7 @@ impl Tcc {
             batch_size: self.b,
             hinted: self.hint_decides,
             psi: self.psi_decides,
+            fair: self.fair_decides,
         };
         self.explored = 0;
         self.decisions.push_back(d);
@@ -1310,6 +1402,11 @@ impl Policy for Tcc {
             }
         }
         (self.target != before).then_some(self.target)
+    }
+
+    /// k live instances on the key: the fair share is 1/k (see [`Turns::short`]).
+    fn set_instances(&mut self, k: usize) {
+        self.turns.set_instances(k);
     }
 
     fn on_peer_completions(&mut self, now: Duration, count: u32) -> Option<usize> {

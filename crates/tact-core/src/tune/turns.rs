@@ -45,10 +45,47 @@ impl Start {
     }
 }
 
+/// One configuration's samples while the turn is held, by whose completion ended them: the
+/// instance's own, or its peers'. Their ratio is the instance's share of the key's completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Share {
+    own: u64,
+    peer: u64,
+}
+
+impl Share {
+    pub fn add(&mut self, peer: bool) {
+        if peer {
+            self.peer += 1;
+        } else {
+            self.own += 1;
+        }
+    }
+
+    pub fn merge(&self, other: &Share) -> Share {
+        Share {
+            own: self.own + other.own,
+            peer: self.peer + other.peer,
+        }
+    }
+
+    /// The own completions' fraction of all (1 without peers' completions).
+    fn fraction(&self) -> f64 {
+        let all = self.own + self.peer;
+        if all == 0 {
+            1.0
+        } else {
+            self.own as f64 / all as f64
+        }
+    }
+}
+
 /// Coordination state: off until the host calls `coordinate()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Turns {
     on: bool,
+    /// Live instances on the key, this one included, as the host last said (0 and 1: alone).
+    instances: usize,
     /// The first cycle waits for the first grant (the controller holds its initial count).
     first: bool,
     /// A start from Steady that waits for a grant.
@@ -64,6 +101,34 @@ impl Turns {
 
     pub fn on(&self) -> bool {
         self.on
+    }
+
+    pub fn set_instances(&mut self, k: usize) {
+        self.instances = k;
+    }
+
+    /// The fair-share rule applies to a configuration of `n` workers with `share`: coordinated,
+    /// with peers (k ≥ 2, and some of their completions among its samples), and its own
+    /// fraction of the key's completions below its fair share 1/k by more than one of its
+    /// workers' part (fraction × (n + 1)/n < 1/k). Counts are whole: at 1–3 workers a front
+    /// one worker short is as fair as the counts allow (3 and 2 split 60/40), and holding
+    /// every instance to 1/k exactly would make each refuse any removal and the total climb.
+    pub fn short(&self, n: usize, share: Share) -> bool {
+        let n = n.max(1) as f64;
+        self.on
+            && self.instances >= 2
+            && share.peer > 0
+            && share.fraction() * (n + 1.0) / n * (self.instances as f64) < 1.0
+    }
+
+    /// What the fair-share rule judges a configuration by: the bottleneck's throughput `total`
+    /// (its samples' throughput while the turn is held) times min(k × own fraction, 1). At or
+    /// above the fair share that is the bottleneck's throughput; below it, the instance's own
+    /// throughput × k, so taking share up to 1/k counts as a gain and giving share back below
+    /// it as a loss, while beyond 1/k only the bottleneck's gains count.
+    pub fn fair_value(&self, total: f64, share: Share) -> f64 {
+        let k = self.instances.max(1) as f64;
+        total * (k * share.fraction()).min(1.0)
     }
 
     /// The first cycle has not had its turn yet.

@@ -25,6 +25,13 @@
 //! instance adds its own completions to ([`Turns::completed`], one atomic add on a shared
 //! mapping); each read of it ([`Turns::peers`], also part of every check) passes what the others
 //! added since the previous one.
+//!
+//! The policy also learns how many instances share the key ([`Policy::set_instances`]; its
+//! fair share is 1/k). Each instance registers a file in `KEY.live/` in the lock directory and
+//! holds an exclusive `flock(2)` on it for its life ([`Registry`]); a count lists the directory
+//! and tries each file's lock: a file whose lock can be taken belongs to an instance that is
+//! gone (the kernel dropped its lock when it died) and is removed. So a crashed instance stops
+//! counting at the next count, and nothing needs a clean exit.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -71,6 +78,8 @@ pub enum CoordinateError {
     Open { path: PathBuf, source: io::Error },
     #[error("cannot share completions through {}: {source}", path.display())]
     Count { path: PathBuf, source: io::Error },
+    #[error("cannot register the instance in {}: {source}", path.display())]
+    Register { path: PathBuf, source: io::Error },
 }
 
 /// Checks a key: it becomes a file name in the lock directory.
@@ -299,6 +308,117 @@ impl std::fmt::Debug for SharedCount {
     }
 }
 
+/// How often [`Turns::check`] counts the live instances (host time): a count lists a directory
+/// and tries a lock per instance, too much for every tick; an instance that joins or dies is
+/// seen within this.
+const COUNT_EVERY: Duration = Duration::from_secs(1);
+
+/// The live instances of one key: `DIR/KEY.live/`, one file per instance, each held under an
+/// exclusive `flock(2)` by its instance for as long as the [`Registry`] lives.
+#[derive(Debug)]
+pub struct Registry {
+    dir: PathBuf,
+    /// This instance's file, open for the registration's life: its description holds the lock.
+    _lock: File,
+    path: PathBuf,
+}
+
+/// An exclusive lock on `file` without blocking: Ok(false) when someone else holds one.
+fn try_flock(file: &File, how: libc::c_int) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor the caller owns.
+    if unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+impl Registry {
+    /// Registers this instance under `key` in `dir` (which [`make_dir`] made). The file is
+    /// created and locked under a hidden name and then renamed into place, so a count never
+    /// sees it unlocked (and never removes a live instance's file as a dead one's).
+    pub fn register_in(dir: &Path, key: &str) -> Result<Registry, CoordinateError> {
+        check_key(key)?;
+        make_dir(dir)?;
+        let dir = dir.join(format!("{key}.live"));
+        make_dir(&dir)?;
+        let err = |path: &Path, source| CoordinateError::Register {
+            path: path.to_owned(),
+            source,
+        };
+        // pid and a clock reading: unique among the live (pids are) and the dead (time moves).
+        let stamp = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let name = format!("{}-{stamp}", std::process::id());
+        let hidden = dir.join(format!(".{name}"));
+        let path = dir.join(&name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&hidden)
+            .map_err(|e| err(&hidden, e))?;
+        if !try_flock(&file, libc::LOCK_EX).map_err(|e| err(&hidden, e))? {
+            return Err(err(&hidden, io::Error::other("a fresh file is locked")));
+        }
+        std::fs::rename(&hidden, &path).map_err(|e| err(&path, e))?;
+        Ok(Registry {
+            dir,
+            _lock: file,
+            path,
+        })
+    }
+
+    /// The live instances, this one included. A file whose lock can be taken is a dead
+    /// instance's: it is removed (and not counted). A file that cannot be opened or locked for
+    /// another reason counts as live: a count too high only makes the fair share smaller.
+    pub fn count(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 1;
+        };
+        let mut live = 0;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path == self.path {
+                live += 1;
+                continue;
+            }
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                // Being registered (or left by a crash between create and rename).
+                continue;
+            }
+            let dead = File::open(&path)
+                .and_then(|f| try_flock(&f, libc::LOCK_SH))
+                .unwrap_or(false);
+            if dead {
+                // Its lock died with its owner. Removing it while holding the lock is safe: no
+                // instance ever locks a file it did not create.
+                let _ = std::fs::remove_file(&path);
+            } else {
+                live += 1;
+            }
+        }
+        live.max(1)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        // A clean exit removes the file at once; the lock goes when `file` closes.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// What happened to the turn, for logs and traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -351,6 +471,10 @@ pub struct Turns {
     done: SharedCount,
     seen: u64,
     own: u64,
+    /// This instance's registration, the live instances at the last count and when that was.
+    registry: Registry,
+    instances: usize,
+    counted: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -384,6 +508,8 @@ impl Turns {
             }
         };
         let done = SharedCount::open(dir, key)?;
+        let registry = Registry::register_in(dir, key)?;
+        let instances = registry.count();
         // The first read counts from now: what the others (or an earlier run of this one) added
         // before is nobody's completions of this run.
         let seen = done.load();
@@ -397,7 +523,15 @@ impl Turns {
             done,
             seen,
             own: 0,
+            registry,
+            instances,
+            counted: None,
         })
+    }
+
+    /// The live instances on the key at the last count, this one included.
+    pub fn instances(&self) -> usize {
+        self.instances
     }
 
     pub fn key(&self) -> &str {
@@ -413,8 +547,28 @@ impl Turns {
     }
 
     /// Tells the policy that its cycles wait for turns: call it once, before the first event.
+    /// Tells the policy that its cycles wait for turns, and how many instances share the key:
+    /// call it once, before the first event.
     pub fn start(&mut self, policy: &mut dyn Policy) {
         policy.coordinate();
+        policy.set_instances(self.instances);
+    }
+
+    /// Counts the live instances when [`COUNT_EVERY`] has passed since the last count, and tells
+    /// the policy when the number changed.
+    fn recount(&mut self, policy: &mut dyn Policy, now: Duration) {
+        if self
+            .counted
+            .is_some_and(|t| now.saturating_sub(t) < COUNT_EVERY)
+        {
+            return;
+        }
+        self.counted = Some(now);
+        let k = self.registry.count();
+        if k != self.instances {
+            self.instances = k;
+            policy.set_instances(k);
+        }
     }
 
     /// The host's own `n` completions: added to the key's shared count for the others to see
@@ -446,12 +600,14 @@ impl Turns {
         policy.on_peer_completions(now, u32::try_from(peers).unwrap_or(u32::MAX))
     }
 
-    /// One check at host time `now`: passes the other instances' completions on
+    /// One check at host time `now`: recounts the live instances now and then (telling the
+    /// policy of a change, [`Policy::set_instances`]), passes the other instances' completions on
     /// ([`peers`](Self::peers)), gives the turn up when the policy no longer wants it, asks for
     /// it when it does, and grants it when it came. Returns the policy's new target when that
     /// changed it. A lock that fails (it never should: the file is open) counts as taken by
     /// someone else, and is retried on the next check.
     pub fn check(&mut self, policy: &mut dyn Policy, now: Duration) -> Option<usize> {
+        self.recount(policy, now);
         let peers = self.peers(policy, now);
         let boundary = match &mut self.mode {
             Mode::Epoch(period, last) => {

@@ -262,3 +262,78 @@ pub fn checks(runs: &[Fronts]) -> Vec<Check> {
         },
     ]
 }
+
+/// The real rig's pair (`bench/tune/run.py --scenario pools`): X6 with the rig's 5 ms delay
+/// (front 1 ms, service 1.5 ms), so pools hold 5–8 workers rather than X6's 1–3; the second
+/// pool joins after the first ran alone for [`RIG_JOIN`] (the rig's 20 + 60 s).
+pub const RIG_JOIN: Duration = Duration::from_secs(80);
+/// The rig's window together (100 s, the first 10 s of it a warm-up), and a longer one.
+pub const RIG_WARMUP: Duration = Duration::from_secs(10);
+pub const RIG_TOGETHER: Duration = Duration::from_secs(100);
+pub const RIG_LONG: Duration = Duration::from_secs(300);
+
+/// The rig's stations: fronts on CPU 0, the service on CPU 1, and the 5 ms delay.
+pub fn rig_stations() -> [Station; 3] {
+    let [front, web] = stations();
+    [front, web, Station::Delay { demand: 0.005 }]
+}
+
+pub fn rig_scenario(turns: Turns, hint: bool, seed: u64) -> Scenario {
+    let model = Alike::new("X6 rig pair", &rig_stations(), 2, 512);
+    let mut sc = Scenario {
+        spacing: PARETO,
+        seed,
+        turns,
+        ..Scenario::new(Arc::new(model), params(seed), RIG_JOIN + RIG_LONG)
+    };
+    sc.pools = (0..2)
+        .map(|k| PoolSpec {
+            start: RIG_JOIN * k as u32,
+            hint,
+            ..PoolSpec::new(params(seed ^ (0x5EED * k as u64)))
+        })
+        .collect();
+    sc
+}
+
+/// The latecomer's share of the pair's throughput on the rig-like pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latecomer {
+    pub turns: Turns,
+    pub hint: bool,
+    pub seed: u64,
+    /// Over the rig's window (from [`RIG_WARMUP`] to [`RIG_TOGETHER`] after the join) and over
+    /// the first [`RIG_LONG`] together.
+    pub share: f64,
+    pub share_long: f64,
+    /// The service's mean utilization over the rig's window.
+    pub utilization: f64,
+    /// Each pool's count at the end of the rig's window.
+    pub counts: [usize; 2],
+}
+
+pub fn latecomer(turns: Turns, hint: bool, seed: u64) -> Latecomer {
+    let out = run(&rig_scenario(turns, hint, seed));
+    let share = |from: Duration, to: Duration| {
+        let r: Vec<f64> = (0..2)
+            .map(|k| out.throughput(k, from, to).unwrap_or(0.0))
+            .collect();
+        r[1] / (r[0] + r[1])
+    };
+    let (from, to) = (RIG_JOIN + RIG_WARMUP, RIG_JOIN + RIG_TOGETHER);
+    let count = |k: usize| {
+        let t = &out.pools[k].targets;
+        t.iter().rev().find(|e| e.0 <= to).map_or(0, |e| e.1)
+    };
+    Latecomer {
+        turns,
+        hint,
+        seed,
+        share: share(from, to),
+        share_long: share(RIG_JOIN, RIG_JOIN + RIG_LONG),
+        utilization: out
+            .mean_over(from, to, |_| true, |s| s.op.bottleneck)
+            .unwrap_or(f64::NAN),
+        counts: [count(0), count(1)],
+    }
+}

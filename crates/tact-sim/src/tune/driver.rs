@@ -10,7 +10,8 @@
 //!
 //! Pools may be coordinated ([`Turns`]): the driver is then the host of spec §6 item 4, holding
 //! one lock all pools take turns on, or granting every pool the turn at shared epochs, and
-//! telling every pool of the others' completions (`Policy::on_peer_completions`).
+//! telling every pool of the others' completions (`Policy::on_peer_completions`) and, as each
+//! pool starts, how many have started (`Policy::set_instances`).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -537,6 +538,13 @@ pub fn run(sc: &Scenario) -> Run {
                 let load = p.load();
                 let answer = p.policy.on_start(at, load);
                 p.apply(at, answer);
+                // Coordinated, every pool learns how many share the key (pools never stop here).
+                if sc.turns != Turns::Off {
+                    let k = pools.iter().filter(|p| p.active).count();
+                    for p in pools.iter_mut().filter(|p| p.active) {
+                        p.policy.set_instances(k);
+                    }
+                }
             }
             Kind::Arrival(i) => {
                 let p = &mut pools[i];
