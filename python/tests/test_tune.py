@@ -728,8 +728,8 @@ def exploring(turns: dict, status: dict) -> bool:
 
 
 #: No throughput shift ends a steady state (with SETTLING's tiny windows, noise would): a cycle
-#: that comes due between the entry into Steady and the host's next check keeps the turn held
-#: without starting (tact-lib's turns grant only on taking the lock), stalling the other pool.
+#: that comes due before the host's next check starts on the turn the pool still holds, so
+#: noisy shifts would keep one pool cycling on its turn and leave the other waiting.
 NO_SHIFT = dict(shift=1000.0, shift_hard=1000.0)
 
 

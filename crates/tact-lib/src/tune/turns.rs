@@ -632,7 +632,10 @@ impl Turns {
         let wants = policy.wants_turn();
         if let Some(since) = self.holding {
             if wants {
-                return None;
+                // A no-op while its cycle runs; but a cycle that came due before this tick saw
+                // the last one end (a shift right after Steady) starts here, on the turn it
+                // holds: nothing else would grant it, and the lock would never be released.
+                return policy.grant_turn(now);
             }
             if let Mode::Turns(lock) = &mut self.mode {
                 if let Err(e) = lock.unlock() {
@@ -842,6 +845,10 @@ mod tests {
             self.due || self.exploring
         }
         fn grant_turn(&mut self, now: Duration) -> Option<usize> {
+            // As TCC: a grant during its own cycle is a no-op.
+            if self.exploring {
+                return None;
+            }
             self.grants.push(now);
             self.due = false;
             self.exploring = true;
@@ -912,6 +919,38 @@ mod tests {
         );
         assert_eq!(kinds(&mut cb), [(Wait, s(1), s(0)), (Grant, s(5), s(4))]);
         assert!(ca.drain_events().is_empty());
+    }
+
+    #[test]
+    fn a_cycle_due_before_the_holder_released_starts_on_its_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let turns = || Turns::new_in(dir.path(), "k", CoordinateMode::Turns).unwrap();
+        let (mut ca, mut cb) = (turns(), turns());
+        let (mut a, mut b) = (Fake::new(), Fake::new());
+        ca.start(&mut a);
+        cb.start(&mut b);
+        a.due = true;
+        assert_eq!(ca.check(&mut a, s(1)), Some(2));
+        assert_eq!(
+            ca.check(&mut a, s(2)),
+            None,
+            "no grant during its own cycle"
+        );
+        // Between two ticks the cycle ended and the next came due (a shift): a still wants
+        // the turn it holds, and gets the due cycle started on it.
+        a.exploring = false;
+        a.due = true;
+        assert_eq!(ca.check(&mut a, s(3)), Some(2));
+        assert_eq!(a.grants, [s(1), s(3)]);
+        b.due = true;
+        assert_eq!(cb.check(&mut b, s(3)), None, "a still holds the turn");
+        a.exploring = false;
+        assert_eq!(ca.check(&mut a, s(4)), None);
+        assert_eq!(
+            cb.check(&mut b, s(5)),
+            Some(2),
+            "released once a wants nothing"
+        );
     }
 
     #[test]
@@ -1039,7 +1078,11 @@ mod tests {
             self.exploring.is_some() || self.now >= self.due_at
         }
         fn grant_turn(&mut self, now: Duration) -> Option<usize> {
-            assert!(self.exploring.is_none(), "granted while exploring");
+            // The contract: a grant during its own cycle is a no-op (the holder's host grants
+            // on every tick while it wants the turn).
+            if self.exploring.is_some() {
+                return None;
+            }
             self.exploring = Some((now + self.length, std::time::Instant::now()));
             None
         }
