@@ -11,10 +11,12 @@ own, so `tact run --idle net:IFACE` running in the fg namespace sees the bottlen
 traffic (fg + bg) and the job's own traffic exactly in /proc/PID/net/dev of the job (tact-linux's
 NetReader::job_counters); fg activity is the difference.
 
-The bg sender marks its own packets DSCP LE (loadgen -t 4, RFC 8622's lower effort), in every
-mode: tbf's bfifo ignores the mark, so the baselines are unchanged, while the tree tact grafts
-under tbf (its default under a tbf root, docs/idle.md) needs it: tact's nftables marking matches
-the sockets of tact's namespace only, and the bg sender's packets are forwarded from another.
+The bg sender is unmodified (it sets no DSCP) in every mode: the tree tact grafts under tbf (its
+default under a tbf root, docs/idle.md) classifies by DSCP LE, and tact marks the bg sender's
+packets, which the fg namespace forwards from the bg namespace, at the ingress of the veth they
+enter through (docs/idle.md, "A job in a network namespace of its own"). The baselines send the
+same unmarked packets as before the marking moved to tact (until 26 Nov the bg sender marked its
+own socket, `loadgen -t 4`, which tbf's bfifo ignored).
 
 The two counters are read at different points of the path: the job's bytes when they leave the bg
 namespace, the bottleneck's when tbf releases them, up to one request later, so a gate that takes
@@ -27,13 +29,13 @@ below the foreground class is measured too:
 
 Here the bg sender runs in the fg namespace, beside tact, in every mode: tact marks the job's
 packets DSCP LE with an nftables rule in its own namespace that matches the cgroup of the socket
-that sends them, on the output path. Packets forwarded from a bg namespace have no local socket
-and never pass that output chain, so they would land in the foreground class and the tree would
-be a plain FIFO. tact's points get the link with its kernel default qdisc (noqueue), on which
-tact builds its tree and which it restores at its end; every other point (alone, no control,
-nice, SCHED_IDLE) runs over a plain htb of tact's layout without the job's class and filters
-(root 1: default 10, 1:1 and 1:10 at rate = ceil = R, prio 0, quantum 1514), so every mode
-shares one 100 Mbit/s htb. The cgroup2 hierarchy, which tact needs for the marking and which
+that sends them, on the output path, and its gate takes the job's traffic from the job's class
+(`own_traffic: htb_class`), the source this rig measures. (Packets forwarded from a bg namespace
+tact marks too, at the veth's ingress, as in the tbf rig.) tact's points get the link with its
+kernel default qdisc (noqueue), on which tact builds its tree and which it restores at its end;
+every other point (alone, no control, nice, SCHED_IDLE) runs over a plain htb of tact's layout
+without the job's class and filters (root 1: default 10, 1:1 and 1:10 at rate = ceil = R, prio
+0, quantum 1514), so every mode shares one 100 Mbit/s htb. The cgroup2 hierarchy, which tact needs for the marking and which
 `ip netns exec` hides with its fresh /sys, is mounted at /sys/fs/cgroup in tact's private mount
 namespace (as tests/idle_net_kernel.rs does).
 
@@ -68,8 +70,6 @@ def remove_stale():
 
 
 SHAPERS = ("tbf", "tact-htb")
-# DSCP LE (RFC 8622): the mark tact's tree sends to the job's class (tact-linux actuate/htb.rs).
-DSCP_LE = 1
 # The htb quantum of tact's tree (tact-linux actuate/htb.rs QUANTUM): one Ethernet frame.
 HTB_QUANTUM = 1514
 
@@ -179,10 +179,9 @@ class NetRig:
                 "-s", str(start_ns), "-d", str(seconds), "-o", out, "-b", str(self.size)]
 
     def bg(self, start_ns, seconds, out):
-        # tbf: the job marks its own packets (the module's docstring); tact-htb: tact marks them.
-        tos = ["-t", str(DSCP_LE << 2)] if self.shaper == "tbf" else []
+        # Unmodified in both rigs: tact marks its packets (the module's docstring).
         return [self.loadgen, "bg", "net", self.target, "-s", str(start_ns), "-d", str(seconds), "-o", out,
-                "-b", str(self.size)] + tos
+                "-b", str(self.size)]
 
     def place_bg(self, cmd):
         return ["ip", "netns", "exec", self.ns.get("bg", self.ns["fg"])] + cmd

@@ -6,8 +6,9 @@
 //! cgroup2 hierarchy inside `ip netns exec`'s private mount namespace (which hides the host's),
 //! at a path other than the host's, so tact must find it from mountinfo. Also: a SIGKILLed
 //! tact's table and tree swept by the next tact (and a tree that is not certainly tact's left
-//! alone), the job in its cgroup from its first instruction, and `tact status` showing the tree
-//! and the marking. Skipped, saying why, without root, `tc` or `nft`.
+//! alone), the job in its cgroup from its first instruction, `tact status` showing the tree
+//! and the marking, and an unmodified job in a namespace of its own whose forwarded packets tact
+//! marks at its veth's ingress. Skipped, saying why, without root, `tc` or `nft`.
 
 mod common;
 
@@ -967,4 +968,140 @@ fn auto_pi_is_0_while_the_grafted_tree_holds_the_jobs_queue() {
     let gate = &start_record(&log).unwrap()["gates"][0];
     assert_eq!(gate["pi"], 0.002, "{gate}");
     assert!(!gate["why"].as_str().unwrap().contains("tree"), "{gate}");
+}
+
+/// A third namespace behind the rig's outer one, as a container's: a veth from `outer`
+/// (`host_end` there) to `ns`, whose default route goes through `outer` to the sink; deleted on
+/// drop (its veth with it).
+struct JobNs {
+    ns: String,
+    host_end: String,
+}
+
+impl JobNs {
+    fn new(rig: &Rig, tag: &str) -> JobNs {
+        let id = std::process::id();
+        let job = JobNs {
+            ns: format!("tact-test-netk-{tag}j-{id}"),
+            host_end: format!("tk{tag}h{}", id % 100_000),
+        };
+        let inside = format!("tk{tag}j{}", id % 100_000);
+        let net = tag.as_bytes()[0] - b'a' + 1;
+        let (host, addr) = (format!("10.98.{net}.1"), format!("10.98.{net}.2/24"));
+        ip(&["netns", "add", &job.ns]);
+        ip(&[
+            "-n",
+            &rig.outer,
+            "link",
+            "add",
+            &job.host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &inside,
+            "netns",
+            &job.ns,
+        ]);
+        ip(&[
+            "-n",
+            &rig.outer,
+            "addr",
+            "add",
+            &format!("{host}/24"),
+            "dev",
+            &job.host_end,
+        ]);
+        ip(&["-n", &job.ns, "addr", "add", &addr, "dev", &inside]);
+        ip(&["-n", &rig.outer, "link", "set", &job.host_end, "up"]);
+        ip(&["-n", &job.ns, "link", "set", &inside, "up"]);
+        ip(&["-n", &job.ns, "route", "add", "default", "via", &host]);
+        let back = format!("10.98.{net}.0/24");
+        let via = format!("10.97.{net}.1");
+        ip(&["-n", &rig.inner, "route", "add", &back, "via", &via]);
+        let out = rig.outer(&["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+        assert!(out.status.success(), "{out:?}");
+        job
+    }
+}
+
+impl Drop for JobNs {
+    fn drop(&mut self) {
+        Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .output()
+            .ok();
+    }
+}
+
+/// An unmodified job in a network namespace of its own (a member of the job's tree: the root
+/// stays in tact's), whose packets tact's namespace forwards out of the watched link: tact marks
+/// them at the ingress of the veth they enter through, so they land in the job's class and the
+/// foreground goes first; when the member leaves, the marking goes, and all of it at the end.
+/// Without the ingress chain the job's packets would be the foreground class's (the flood sets
+/// no DSCP), and the wait for the job's class below would time out.
+#[test]
+fn packets_forwarded_from_the_jobs_own_namespace_are_marked_into_its_class() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("w");
+    let ns = JobNs::new(&rig, "w");
+    let dir = tempfile::tempdir().unwrap();
+    let (go, done) = (dir.path().join("go"), dir.path().join("done"));
+    let job = format!(
+        "ip netns exec {} python3 -c \"{}\"; while [ ! -e {} ]; do sleep 0.1; done",
+        ns.ns,
+        flood(&rig.sink(), &go),
+        done.display()
+    );
+    let (mut tact, log) = start_tact(&rig, dir.path(), &job);
+    let cgroup = started(&rig, &tact.0, &log);
+    let table = format!("tact-{}", tact.0.id());
+    let chains = || {
+        let out = rig.outer(&["nft", "list", "table", "inet", &table]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait_for(PATIENCE, "the ingress chain on the job's veth", || {
+        chains().contains(&format!("device \"{}\"", ns.host_end))
+    });
+    wait_for(PATIENCE, "the job's class to carry its flood", || {
+        rig.classes().1 > 1 << 20
+    });
+    // The flood alone: all of it in the job's class, the foreground class quiet.
+    let (f0, b0) = rig.classes();
+    std::thread::sleep(Duration::from_secs(1));
+    let (f1, b1) = rig.classes();
+    eprintln!(
+        "the job alone, one second: its class {} kB, the foreground class {} kB",
+        (b1 - b0) / 1000,
+        (f1 - f0) / 1000
+    );
+    assert!(b1 - b0 > 1 << 20, "the job's class sent {} bytes", b1 - b0);
+    assert!(
+        f1 - f0 < (b1 - b0) / 50,
+        "the foreground class sent {} bytes beside the job's {}",
+        f1 - f0,
+        b1 - b0
+    );
+    three_bursts_go_before_the_job(&rig);
+
+    // The member that was in the namespace exits: its chain goes within a second or so.
+    std::fs::write(&go, "").unwrap();
+    wait_for(
+        PATIENCE,
+        "the ingress chain to go with the job's member",
+        || !chains().contains("chain from-"),
+    );
+    std::fs::write(&done, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("enters tact's through veth {}", ns.host_end)),
+        "{err}"
+    );
+    assert!(err.contains("no longer marked"), "{err}");
+    cleaned_up(&rig, tact.0.id(), &cgroup);
 }

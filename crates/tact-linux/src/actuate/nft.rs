@@ -26,6 +26,26 @@
 //! sockets a process opened before it was moved into the cgroup stay unmarked; and nft resolves
 //! the path below its built-in `/sys/fs/cgroup` ([`NFT_CGROUP_ROOT`]), so a cgroup2 mounted
 //! elsewhere cannot be named.
+//!
+//! Packets of a process in another network namespace that this one forwards never pass this
+//! namespace's output hook (their socket is in the other namespace). They enter through the
+//! local end of a veth ([`crate::probe::veth_peer`]), and an [`IngressMark`] marks them there, a
+//! chain of the same table on that interface's ingress hook (the `inet` family's, Linux 5.10):
+//!
+//! ```text
+//! table inet tact-<PID> {
+//!     chain from-<IFINDEX> {
+//!         type filter hook ingress device "VETH" priority filter; policy accept;
+//!         ip dscp set 1
+//!         ip6 dscp set 1
+//!     }
+//! }
+//! ```
+//!
+//! Ingress rather than prerouting with `iif`: it runs before both routing and bridging, so a
+//! veth that is a bridge's port (where prerouting sees the bridge as the input interface, and
+//! with it every other port's packets) is matched as well as a routed one. A table without a
+//! cgroup to match ([`Nft::create_table`]) holds such chains only.
 
 use std::io::Write;
 use std::path::{Component, Path};
@@ -58,16 +78,7 @@ impl DscpMark {
             what: format!("DSCP marking of {} by nftables", cgroup_dir.display()),
             reason,
         };
-        if table.is_empty()
-            || !table
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(invalid(format!("`{table}` is not a table name tact makes")));
-        }
-        if dscp > 63 {
-            return Err(invalid(format!("DSCP {dscp} is above 63")));
-        }
+        check_table_and_dscp(table, dscp).map_err(invalid)?;
         if level == 0 {
             return Err(invalid(
                 "the hierarchy's root holds every process; mark a cgroup below it".into(),
@@ -97,13 +108,81 @@ impl DscpMark {
             rule("ip6")
         )
     }
+}
 
-    /// The arguments of `nft` that delete the table, rules and all.
+/// The marking of every packet that enters this network namespace through one interface (the
+/// local end of a veth whose other end is in the job's namespace), as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressMark {
+    pub table: String,
+    /// `from-<IFINDEX>`: one chain per interface, named by its index, which the name of a
+    /// chain can always hold.
+    pub chain: String,
+    pub device: String,
+    pub dscp: u8,
+}
+
+impl IngressMark {
+    /// Marks what enters through `device` (index `ifindex`) with `dscp`, in table `table`.
+    pub fn new(table: &str, device: &str, ifindex: u32, dscp: u8) -> Result<IngressMark> {
+        let invalid = |reason: String| Error::Unavailable {
+            what: format!("DSCP marking of the packets that enter through {device} by nftables"),
+            reason,
+        };
+        check_table_and_dscp(table, dscp).map_err(invalid)?;
+        // The kernel's own rule (dev_valid_name), and nothing that would end nft's quoted string.
+        if device.is_empty()
+            || device.len() > 15
+            || device == "."
+            || device == ".."
+            || device.contains(['/', ':', '"', '\\'])
+            || device.chars().any(char::is_whitespace)
+        {
+            return Err(invalid(format!(
+                "`{device}` is not an interface name nft can quote"
+            )));
+        }
+        Ok(IngressMark {
+            table: table.to_string(),
+            chain: format!("from-{ifindex}"),
+            device: device.to_string(),
+            dscp,
+        })
+    }
+
+    /// The `nft -f` script that adds the chain with its rules to the (existing) table.
+    pub fn script(&self) -> String {
+        let (t, c) = (&self.table, &self.chain);
+        format!(
+            "add chain inet {t} {c} {{ type filter hook ingress device \"{}\" priority filter; policy accept; }}\n\
+             add rule inet {t} {c} ip dscp set {d}\n\
+             add rule inet {t} {c} ip6 dscp set {d}\n",
+            self.device,
+            d = self.dscp
+        )
+    }
+
+    /// The arguments of `nft` that delete the chain, rules and all.
     pub fn delete_args(&self) -> Vec<String> {
-        ["delete", "table", "inet", &self.table]
+        ["delete", "chain", "inet", &self.table, &self.chain]
             .map(String::from)
             .to_vec()
     }
+}
+
+/// Whether `table` is a name tact gives its tables and `dscp` a DSCP; `Err`: why not.
+fn check_table_and_dscp(table: &str, dscp: u8) -> std::result::Result<(), String> {
+    if table.is_empty()
+        || !table
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!("`{table}` is not a table name tact makes"));
+    }
+    if dscp > 63 {
+        return Err(format!("DSCP {dscp} is above 63"));
+    }
+    Ok(())
 }
 
 /// `dir` as nft's `socket cgroupv2` names it: relative to [`NFT_CGROUP_ROOT`], with no `..`
@@ -154,20 +233,60 @@ impl Nft {
     /// Creates the marking's table. A table of that name that exists already is an error, not
     /// reused: it is not this run's.
     pub fn apply(&self, mark: &DscpMark) -> Result<()> {
-        if self.exists(&mark.table)? {
-            return Err(Error::Unavailable {
-                what: format!("the nftables table inet {}", mark.table),
-                reason: "it exists already; tact makes its own and does not touch another's".into(),
-            });
-        }
+        self.refuse_existing(&mark.table)?;
         self.run(&["-f", "-"], Some(&mark.script())).map(drop)
+    }
+
+    /// Creates table `inet TABLE` with no chain, for [`IngressMark`]s alone (no cgroup to
+    /// match); an existing one is an error, as with [`Nft::apply`].
+    pub fn create_table(&self, table: &str) -> Result<()> {
+        self.refuse_existing(table)?;
+        self.run(&["add", "table", "inet", table], None).map(drop)
     }
 
     /// Deletes the marking's table.
     pub fn remove(&self, mark: &DscpMark) -> Result<()> {
+        self.delete_table(&mark.table)
+    }
+
+    /// Deletes table `inet TABLE`, chains and all.
+    pub fn delete_table(&self, table: &str) -> Result<()> {
+        self.run(&["delete", "table", "inet", table], None)
+            .map(drop)
+    }
+
+    /// Adds an ingress chain to its table (which exists: [`Nft::apply`], [`Nft::create_table`]).
+    pub fn add_ingress(&self, mark: &IngressMark) -> Result<()> {
+        self.run(&["-f", "-"], Some(&mark.script())).map(drop)
+    }
+
+    /// Deletes an ingress chain. One that is gone already is no error: the kernel may drop a
+    /// base chain whose device was deleted (the job's namespace went, and its veth with it).
+    pub fn remove_ingress(&self, mark: &IngressMark) -> Result<()> {
         let args = mark.delete_args();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.run(&args, None).map(drop)
+        match self.run(&args, None) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let listed = self.run(&["list", "table", "inet", &mark.table], None)?;
+                let chain = format!("chain {} {{", mark.chain);
+                if listed.lines().any(|l| l.trim() == chain) {
+                    Err(e)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn refuse_existing(&self, table: &str) -> Result<()> {
+        if self.exists(table)? {
+            return Err(Error::Unavailable {
+                what: format!("the nftables table inet {table}"),
+                reason: "it exists already; tact makes its own and does not touch another's".into(),
+            });
+        }
+        Ok(())
     }
 
     /// Whether table `inet NAME` exists.
@@ -263,7 +382,6 @@ mod tests {
             s.contains("socket cgroupv2 level 1 \"unified/tact-42-net\" ip6 dscp set 1\n"),
             "{s}"
         );
-        assert_eq!(m.delete_args(), ["delete", "table", "inet", "tact-42"]);
     }
 
     #[test]
@@ -278,6 +396,42 @@ mod tests {
         assert!(DscpMark::new("tact 1", dir, 1, 1).is_err());
         assert!(DscpMark::new("t", dir, 1, 64).is_err());
         assert!(DscpMark::new("t", dir, 0, 1).is_err());
+    }
+
+    #[test]
+    fn an_ingress_mark_marks_both_families_entering_through_one_device() {
+        let m = IngressMark::new("tact-42", "veth-job0", 17, 1).unwrap();
+        assert_eq!(m.chain, "from-17");
+        assert_eq!(
+            m.script(),
+            "add chain inet tact-42 from-17 { type filter hook ingress device \"veth-job0\" \
+             priority filter; policy accept; }\n\
+             add rule inet tact-42 from-17 ip dscp set 1\n\
+             add rule inet tact-42 from-17 ip6 dscp set 1\n"
+        );
+        assert_eq!(
+            m.delete_args(),
+            ["delete", "chain", "inet", "tact-42", "from-17"]
+        );
+    }
+
+    #[test]
+    fn devices_nft_cannot_quote_are_refused() {
+        for bad in [
+            "",
+            "a\"b",
+            "a b",
+            "a/b",
+            "a:1",
+            "..",
+            "sixteen-chars-xx",
+            "a\\b",
+        ] {
+            assert!(IngressMark::new("t", bad, 1, 1).is_err(), "{bad:?}");
+        }
+        assert!(IngressMark::new("t", "fifteen-chars-x", 1, 1).is_ok());
+        assert!(IngressMark::new("tact 1", "v", 1, 1).is_err());
+        assert!(IngressMark::new("t", "v", 1, 64).is_err());
     }
 
     #[test]

@@ -13,3 +13,4 @@ pub mod proc;
 pub mod progress;
 pub mod psi;
 pub mod sockets;
+pub mod veth_peer;

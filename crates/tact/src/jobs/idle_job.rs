@@ -550,7 +550,11 @@ impl IdleJob {
         for (w, s) in watched.iter_mut().zip(&setups) {
             w.kernel = s.kernel.clone();
         }
-        own_traffic(marking.is_some(), &mut watched, &mut setups);
+        own_traffic(
+            marking.as_ref().is_some_and(Marking::marks_sockets),
+            &mut watched,
+            &mut setups,
+        );
         let probe = probe_interval(&watched);
         let shown = name.unwrap_or_else(|| {
             std::path::Path::new(program)
@@ -712,6 +716,11 @@ impl IdleJob {
                         );
                         if let Some(log) = &mut self.log {
                             log.netns(t, &w.label, own_ns, own.name())?;
+                        }
+                        // Its packets forwarded from there are marked at once, not at the next
+                        // second's cover.
+                        if let Some(m) = &mut self.marking {
+                            m.follow(&self.tree.members());
                         }
                     }
                     n.probe(now, &members)?
@@ -915,7 +924,10 @@ fn mark_job(
         // unmarked anyway.
         Err("tact attach leaves the process in its own cgroup".to_string())
     } else {
-        (*prepared?).and_then(|mut m| m.cover_job(root, members).map(|how| (m, how)))
+        (*prepared?).map(|mut m| {
+            let how = m.cover_job(root, members);
+            (m, how)
+        })
     };
     let (marking, note) = match outcome {
         Ok((m, how)) => (Some(m), how),
@@ -929,7 +941,7 @@ fn mark_job(
     };
     for (w, s) in watched.iter().zip(setups.iter_mut()) {
         if let (Some(_), Some(k)) = (&w.shaper, &mut s.kernel) {
-            k.marking = marking.is_some();
+            k.marking = marking.as_ref().is_some_and(Marking::marks_any);
             eprintln!("tact: {}: {}; {note}", w.label, k.why);
             k.why = format!("{}; {note}", k.why);
         }

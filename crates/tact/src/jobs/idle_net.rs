@@ -2,7 +2,9 @@
 //! (CAP_NET_ADMIN): an htb tree on the interface's egress whose background class sits below the
 //! foreground (its queued packets go only when the foreground class is empty), and the job's
 //! packets marked DSCP LE from outside so that they land in that class: the job in a cgroup v2
-//! directory of its own and an nftables rule on sockets of that cgroup. The tree is built once
+//! directory of its own and an nftables rule on sockets of that cgroup, and, for a job in a
+//! network namespace of its own, a rule on the ingress of the veth through which its packets
+//! enter tact's namespace (followed as the job moves between namespaces). The tree is built once
 //! and not changed while it stands: the PI is the gate's hold of the job (clamping the class's
 //! ceil during it left the class in debt, `tact_linux::actuate::htb`).
 //!
@@ -17,6 +19,7 @@
 //! a SIGKILLed tact leaves is swept by the next one's setup: its nftables table (named after its
 //! pid) and its htb tree (recognised by its layout and the record tact keeps of it).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -24,9 +27,10 @@ use tact_linux::actuate::cgroup2::JobCgroup2;
 use tact_linux::actuate::htb::{
     self, BgMatch, Graft, HtbPlan, RootQdisc, Tc, TreeRecords, DSCP_LE,
 };
-use tact_linux::actuate::nft::{DscpMark, Nft};
+use tact_linux::actuate::nft::{DscpMark, IngressMark, Nft};
 use tact_linux::probe::htb_class::TcClasses;
 use tact_linux::probe::netstats::NetReader;
+use tact_linux::probe::veth_peer::{net_namespace, VethEnd, VethPeers};
 use tact_linux::rate::fmt_rate;
 use tact_linux::ProcId;
 
@@ -307,37 +311,38 @@ pub fn shaper_for(
     }
 }
 
-/// The job's packets marked DSCP LE: the job in a cgroup v2 directory and an nftables table
-/// that marks sockets created there.
+/// The job's packets marked DSCP LE by tact's nftables table `inet tact-<PID>`: those of sockets
+/// created in the job's cgroup v2 directory (tact's namespace), and those that enter tact's
+/// namespace through the veth of a network namespace the job or a member of its tree is in (an
+/// unmodified program in a namespace of its own, whose packets tact's host forwards out of the
+/// watched interface: they have no socket here for the cgroup rule to match).
 pub struct Marking {
     nft: Nft,
-    mark: DscpMark,
+    table: String,
+    /// The rule on the job's sockets, or why there is none (no cgroup2 where nft looks, as under
+    /// `ip netns exec`, which remounts /sys): the table then marks forwarded packets only.
+    sockets: Result<Sockets, String>,
+    forwarded: Forwarded,
+    removed: bool,
+}
+
+/// The directory whose sockets the table's output chain marks.
+struct Sockets {
     /// The directory tact made for the marking; `None` when the job is in `--idle cpu`'s
     /// cgroup on the same hierarchy, which the rule matches instead.
     cgroup: Option<JobCgroup2>,
     /// The directory the rule names.
     dir: PathBuf,
-    removed: bool,
 }
 
 impl Marking {
     /// Sets the marking up for a job that joins `placed` (a tact cgroup v2 directory and its
     /// level) before it execs, or else a directory of its own made here; the job is not
     /// moved yet ([`Marking::join_before_exec`], [`Marking::cover`]). Sweeps the tables of
-    /// killed tacts first. `Err`: why not.
+    /// killed tacts first. `Err`: why not (no nftables).
     pub fn setup(placed: Option<(PathBuf, usize)>) -> Result<Marking, String> {
         let me = std::process::id();
-        // The directory first: without a cgroup2 mount (as under `ip netns exec`, which
-        // remounts /sys) tact runs no nft at all.
-        let (cgroup, dir, level) = match placed {
-            Some((dir, level)) => (None, dir, level),
-            None => {
-                let cg = JobCgroup2::create(&format!("tact-{me}-net"))
-                    .map_err(|e| format!("cannot make the job's cgroup v2 directory: {e}"))?;
-                let (dir, level) = (cg.dir().to_path_buf(), cg.level());
-                (Some(cg), dir, level)
-            }
-        };
+        let table = format!("tact-{me}");
         let nft = Nft;
         nft.check().map_err(|e| e.to_string())?;
         match nft.sweep_stale() {
@@ -350,14 +355,19 @@ impl Marking {
             }
             Err(e) => tracing::warn!("cannot sweep the tables of killed tacts: {e}"),
         }
-        let mark = DscpMark::new(&format!("tact-{me}"), &dir, level, DSCP_LE)
-            .map_err(|e| e.to_string())?;
-        nft.apply(&mark).map_err(|e| e.to_string())?;
+        let sockets = match mark_sockets(&nft, &table, placed, me) {
+            Ok(s) => Ok(s),
+            Err(why) => {
+                nft.create_table(&table).map_err(|e| e.to_string())?;
+                Err(why)
+            }
+        };
+        let forwarded = Forwarded::new(&table)?;
         Ok(Marking {
             nft,
-            mark,
-            cgroup,
-            dir,
+            table,
+            sockets,
+            forwarded,
             removed: false,
         })
     }
@@ -366,55 +376,120 @@ impl Marking {
     /// so that no socket of its escapes the rule (a directory `placed` at setup is not ours to
     /// do this with).
     pub fn join_before_exec(&self, command: &mut Command) -> tact_linux::Result<()> {
-        match &self.cgroup {
-            Some(cg) => cg.join_before_exec(command),
-            None => Ok(()),
+        match &self.sockets {
+            Ok(Sockets {
+                cgroup: Some(cg), ..
+            }) => cg.join_before_exec(command),
+            _ => Ok(()),
         }
     }
 
-    /// Moves the job's root `root` and its other `members` in; what the marking does, for the
-    /// user, saying whether the job's first sockets are marked too.
-    pub fn cover_job(&mut self, root: i32, members: &[ProcId]) -> Result<String, String> {
-        let early = match &self.cgroup {
-            Some(cg) => cg.holds(root).map_err(|e| e.to_string())?,
+    /// Moves the job's root `root` and its other `members` in and marks what enters from
+    /// their namespaces; what the marking does, for the user, saying whether the job's first
+    /// sockets are marked too.
+    pub fn cover_job(&mut self, root: i32, members: &[ProcId]) -> String {
+        let early = match &self.sockets {
+            Ok(Sockets {
+                cgroup: Some(cg), ..
+            }) => cg.holds(root).map_err(|e| e.to_string()),
             // `--idle cpu`'s cgroup, which the job joined before it execed or it did not start.
-            None => true,
+            Ok(Sockets { cgroup: None, .. }) => Ok(true),
+            Err(_) => Ok(false),
         };
-        self.cover(members)
-            .map_err(|e| format!("cannot move the job into the marked cgroup: {e}"))?;
-        let sockets = if early {
-            "the job was placed there before it started, so every socket it opens is marked"
-        } else {
-            "sockets it opened before tact moved it there are not marked"
+        let moved = early.and_then(|early| {
+            self.cover_sockets(members)
+                .map(|()| early)
+                .map_err(|e| format!("cannot move the job into the marked cgroup: {e}"))
+        });
+        if let Err(why) = &moved {
+            // The rule stays with the table; the directory goes, the job's members back out.
+            if let Ok(Sockets {
+                cgroup: Some(cg), ..
+            }) = &mut self.sockets
+            {
+                if let Err(e) = cg.remove() {
+                    eprintln!("tact: {e}");
+                }
+            }
+            self.sockets = Err(why.clone());
+        }
+        self.follow(members);
+        let table = &self.table;
+        let sockets = match (&self.sockets, &moved) {
+            (Ok(s), Ok(early)) => format!(
+                "the job's packets marked DSCP LE by nftables table inet {table} (sockets created \
+                 in {}; {})",
+                s.dir.display(),
+                if *early {
+                    "the job was placed there before it started, so every socket it opens is marked"
+                } else {
+                    "sockets it opened before tact moved it there are not marked"
+                }
+            ),
+            (Err(why), _) | (_, Err(why)) => format!(
+                "the job's sockets in tact's network namespace are not marked ({why}): only \
+                 traffic marked DSCP LE already (sockets of tact's library gate) goes to the \
+                 job's class from there"
+            ),
         };
-        Ok(format!(
-            "the job's packets marked DSCP LE by nftables table inet {} (sockets created in \
-             {}; {sockets})",
-            self.mark.table,
-            self.dir.display()
-        ))
+        format!(
+            "{sockets}; packets that enter tact's namespace through a veth from a network \
+             namespace the job is in are marked DSCP LE there (table inet {table}, an ingress \
+             chain per veth{})",
+            self.forwarded.describe()
+        )
     }
 
-    /// Moves members found since the last look into the job's directory.
+    /// Whether the job's sockets in tact's network namespace are marked (its htb class then
+    /// counts what it sends from here).
+    pub fn marks_sockets(&self) -> bool {
+        self.sockets.is_ok()
+    }
+
+    /// Whether some of the job's packets are marked now: its sockets', or those forwarded from
+    /// its namespace.
+    pub fn marks_any(&self) -> bool {
+        self.marks_sockets() || self.forwarded.marking()
+    }
+
+    /// Moves members found since the last look into the job's directory, and follows them
+    /// into and out of network namespaces.
     pub fn cover(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
-        match &mut self.cgroup {
-            Some(cg) => cg.cover(members),
-            None => Ok(()),
+        self.follow(members);
+        self.cover_sockets(members)
+    }
+
+    /// Marks what enters tact's namespace from the namespaces `members` are in now (their
+    /// veths' ingress), and no longer what enters from those they left. Says on stderr what
+    /// changed, and once for each namespace with no veth here.
+    pub fn follow(&mut self, members: &[ProcId]) {
+        self.forwarded.follow(&self.nft, members);
+    }
+
+    fn cover_sockets(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
+        match &mut self.sockets {
+            Ok(Sockets {
+                cgroup: Some(cg), ..
+            }) => cg.cover(members),
+            _ => Ok(()),
         }
     }
 
-    /// Deletes the table, then moves the job back and removes its directory; every step runs
-    /// and the errors come back.
+    /// Deletes the table (its ingress chains with it), then moves the job back and removes its
+    /// directory; every step runs and the errors come back.
     pub fn remove(&mut self) -> Vec<String> {
         if self.removed {
             return Vec::new();
         }
         self.removed = true;
         let mut errors = Vec::new();
-        if let Err(e) = self.nft.remove(&self.mark) {
+        if let Err(e) = self.nft.delete_table(&self.table) {
             errors.push(e.to_string());
         }
-        if let Some(cg) = &mut self.cgroup {
+        if let Ok(Sockets {
+            cgroup: Some(cg), ..
+        }) = &mut self.sockets
+        {
             if let Err(e) = cg.remove() {
                 errors.push(e.to_string());
             }
@@ -427,6 +502,169 @@ impl Drop for Marking {
     fn drop(&mut self) {
         // The last resort of an early return; the job's end calls `remove` and reports.
         let _ = self.remove();
+    }
+}
+
+/// Makes the job's cgroup v2 directory (unless it joins `placed`) and the table `table` with its
+/// rule on the directory's sockets; `Err`: why not, with nothing left behind.
+fn mark_sockets(
+    nft: &Nft,
+    table: &str,
+    placed: Option<(PathBuf, usize)>,
+    me: u32,
+) -> Result<Sockets, String> {
+    let (mut cgroup, dir, level) = match placed {
+        Some((dir, level)) => (None, dir, level),
+        None => {
+            let cg = JobCgroup2::create(&format!("tact-{me}-net"))
+                .map_err(|e| format!("cannot make the job's cgroup v2 directory: {e}"))?;
+            let (dir, level) = (cg.dir().to_path_buf(), cg.level());
+            (Some(cg), dir, level)
+        }
+    };
+    let applied = DscpMark::new(table, &dir, level, DSCP_LE)
+        .and_then(|mark| nft.apply(&mark))
+        .map_err(|e| e.to_string());
+    if let Err(why) = applied {
+        if let Some(cg) = &mut cgroup {
+            if let Err(e) = cg.remove() {
+                eprintln!("tact: {e}");
+            }
+        }
+        return Err(why);
+    }
+    Ok(Sockets { cgroup, dir })
+}
+
+/// The ingress chains of the table: one per veth through which a namespace of the job's
+/// members enters tact's.
+struct Forwarded {
+    table: String,
+    /// tact's network namespace (the inode of `/proc/self/ns/net`).
+    here: u64,
+    peers: VethPeers,
+    /// The namespaces the members were in at the last look, with the veths found for each.
+    namespaces: BTreeMap<u64, Vec<VethEnd>>,
+    /// The chains in the table now.
+    chains: BTreeMap<VethEnd, IngressMark>,
+    /// Veths whose chain nft refused (said once; not tried again).
+    refused: BTreeSet<VethEnd>,
+}
+
+impl Forwarded {
+    fn new(table: &str) -> Result<Forwarded, String> {
+        let here = net_namespace(None).map_err(|e| e.to_string())?;
+        let peers = VethPeers::new().map_err(|e| e.to_string())?;
+        Ok(Forwarded {
+            table: table.to_string(),
+            here,
+            peers,
+            namespaces: BTreeMap::new(),
+            chains: BTreeMap::new(),
+            refused: BTreeSet::new(),
+        })
+    }
+
+    fn marking(&self) -> bool {
+        !self.chains.is_empty()
+    }
+
+    /// The veths marked now, for the user.
+    fn describe(&self) -> String {
+        if self.chains.is_empty() {
+            return String::new();
+        }
+        let names: Vec<&str> = self.chains.keys().map(|e| e.name.as_str()).collect();
+        format!("; now {}", names.join(", "))
+    }
+
+    fn follow(&mut self, nft: &Nft, members: &[ProcId]) {
+        // Each namespace the members are in, other than tact's, with one member to ask about it.
+        let mut now: BTreeMap<u64, i32> = BTreeMap::new();
+        for m in members {
+            // A member that exited is no longer in any namespace.
+            if let Ok(ns) = net_namespace(Some(m.pid)) {
+                if ns != self.here {
+                    now.entry(ns).or_insert(m.pid);
+                }
+            }
+        }
+        let mut namespaces = BTreeMap::new();
+        for (ns, pid) in now {
+            let known = self.namespaces.get(&ns);
+            let ends = match known {
+                Some(ends) if !ends.is_empty() => ends.clone(),
+                // New, or none found yet: a veth may be added after the job entered.
+                _ => match self.peers.of(pid) {
+                    Ok(ends) => {
+                        if ends.is_empty() && known.is_none() {
+                            eprintln!(
+                                "tact: the job is in network namespace net:[{ns}], which has no \
+                                 veth into tact's (a macvlan, or routed through another \
+                                 namespace): its packets forwarded here are not marked, and land \
+                                 in the foreground class"
+                            );
+                        }
+                        ends
+                    }
+                    Err(e) => {
+                        if known.is_none() {
+                            eprintln!(
+                                "tact: cannot find the veth of network namespace net:[{ns}]: {e}"
+                            );
+                        }
+                        Vec::new()
+                    }
+                },
+            };
+            namespaces.insert(ns, ends);
+        }
+        let wanted: BTreeSet<&VethEnd> = namespaces.values().flatten().collect();
+        let gone: Vec<VethEnd> = self
+            .chains
+            .keys()
+            .filter(|e| !wanted.contains(e))
+            .cloned()
+            .collect();
+        for end in gone {
+            let mark = self.chains.remove(&end).expect("a chain");
+            match nft.remove_ingress(&mark) {
+                Ok(()) => eprintln!(
+                    "tact: the job left the network namespace behind {}: its packets are no \
+                     longer marked there",
+                    end.name
+                ),
+                Err(e) => eprintln!(
+                    "tact: cannot stop marking the packets from {}: {e}",
+                    end.name
+                ),
+            }
+        }
+        for end in wanted {
+            if self.chains.contains_key(end) || self.refused.contains(end) {
+                continue;
+            }
+            let added = IngressMark::new(&self.table, &end.name, end.index, DSCP_LE)
+                .and_then(|mark| nft.add_ingress(&mark).map(|()| mark));
+            match added {
+                Ok(mark) => {
+                    eprintln!(
+                        "tact: the job's network namespace enters tact's through veth {}: its \
+                         packets are marked DSCP LE there (table inet {}, chain {})",
+                        end.name, mark.table, mark.chain
+                    );
+                    self.chains.insert(end.clone(), mark);
+                }
+                Err(e) => {
+                    eprintln!(
+                        "tact: cannot mark the packets that enter through {}: {e}",
+                        end.name
+                    );
+                    self.refused.insert(end.clone());
+                }
+            }
+        }
+        self.namespaces = namespaces;
     }
 }
 
