@@ -24,9 +24,9 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use tact_core::tune::{policy_from_spec, Event, Load, Phase, Policy, Tcc};
+use tact_core::tune::{Event, Load, Phase};
 
-use super::driver::{Input, PoolRun, PoolSpec, Run, Segment, Spacing};
+use super::driver::{Controller, Input, PoolRun, PoolSpec, Run, Segment, Spacing};
 use super::model::Operating;
 use crate::rng::SimRng;
 
@@ -183,15 +183,10 @@ impl DesRun {
     }
 }
 
-/// A service time around `mean` seconds as the driver spaces completions (its `Spacing::draw`
-/// is private to it), in integer nanoseconds, at least 1: every visit takes time.
+/// A service time around `mean` seconds as the driver spaces completions, in integer
+/// nanoseconds, at least 1: every visit takes time.
 fn draw_ns(spacing: Spacing, rng: &mut SimRng, mean: f64) -> u64 {
-    let secs = match spacing {
-        Spacing::Deterministic => mean,
-        Spacing::Exponential => -(1.0 - rng.uniform()).ln() * mean,
-        Spacing::Pareto { k } => mean * (k - 1.0) / k * (1.0 - rng.uniform()).powf(-1.0 / k),
-    };
-    ((secs * 1e9).round() as u64).max(1)
+    ((spacing.draw(rng, mean) * 1e9).round() as u64).max(1)
 }
 
 fn dur(t: u64) -> Duration {
@@ -507,52 +502,10 @@ impl Network {
 
 // --- The hosts ----------------------------------------------------------------------------
 
-/// What runs a pool. The driver's own is private to it; this one needs the same three
-/// TCC-only views (phase, status, decisions).
-enum Controller {
-    Tcc(Box<Tcc>),
-    Other(Box<dyn Policy + Send>),
-}
-
-impl Controller {
-    fn new(spec: &PoolSpec) -> Self {
-        let p = &spec.params;
-        match &spec.policy {
-            None => Controller::Tcc(Box::new(Tcc::new(p.clone()).expect("valid parameters"))),
-            Some(s) => {
-                Controller::Other(policy_from_spec(s, p.n_init, p.n_max).expect("valid spec"))
-            }
-        }
-    }
-
-    fn policy(&mut self) -> &mut (dyn Policy + Send) {
-        match self {
-            Controller::Tcc(t) => t.as_mut(),
-            Controller::Other(p) => p.as_mut(),
-        }
-    }
-
-    fn target(&self) -> usize {
-        match self {
-            Controller::Tcc(t) => t.target(),
-            Controller::Other(p) => p.target(),
-        }
-    }
-
-    fn phase(&self) -> Option<Phase> {
-        match self {
-            Controller::Tcc(t) => Some(t.phase()),
-            Controller::Other(_) => None,
-        }
-    }
-
-    /// Transitions and decisions since the last call, into the run.
-    fn drain(&mut self, run: &mut PoolRun) {
-        run.transitions.extend(self.policy().drain_trace());
-        if let Controller::Tcc(t) = self {
-            run.decisions.extend(t.drain_decisions());
-        }
-    }
+/// Transitions and decisions since the last call, into the run.
+fn drain(ctl: &mut Controller, run: &mut PoolRun) {
+    run.transitions.extend(ctl.drain_trace());
+    run.decisions.extend(ctl.drain_decisions());
 }
 
 /// A large number standing for "more work than any pool can take".
@@ -623,7 +576,7 @@ impl Sim<'_> {
                 return;
             }
             let load = self.pools[i].load();
-            answer = self.pools[i].ctl.policy().on_start(at, load);
+            answer = self.pools[i].ctl.on_start(at, load);
         }
     }
 
@@ -643,7 +596,7 @@ impl Sim<'_> {
         }
         self.fill(i);
         let load = self.pools[i].load();
-        let answer = self.pools[i].ctl.policy().on_start(at, load);
+        let answer = self.pools[i].ctl.on_start(at, load);
         self.apply(i, answer);
     }
 
@@ -659,9 +612,9 @@ impl Sim<'_> {
         let (at, load) = (dur(self.now), self.pools[i].load());
         // As the pool: a Load only when the backlog turns non-empty without a start.
         let answer = if started > 0 {
-            self.pools[i].ctl.policy().on_start(at, load)
+            self.pools[i].ctl.on_start(at, load)
         } else if was_empty {
-            self.pools[i].ctl.policy().on_load(at, load)
+            self.pools[i].ctl.on_load(at, load)
         } else {
             None
         };
@@ -693,7 +646,7 @@ impl Sim<'_> {
             load: self.pools[i].load(),
             latency: Some(dur(self.now - task.born)),
         };
-        let answer = self.pools[i].ctl.policy().on_event(event);
+        let answer = self.pools[i].ctl.on_event(event);
         self.apply(i, answer);
     }
 
@@ -725,9 +678,9 @@ impl Sim<'_> {
                 continue;
             }
             let answer = if self.pools[i].reports() {
-                self.pools[i].ctl.policy().on_hint(at, util)
+                self.pools[i].ctl.on_hint(at, util)
             } else {
-                self.pools[i].ctl.policy().on_tick(at)
+                self.pools[i].ctl.on_tick(at)
             };
             self.apply(i, answer);
         }
@@ -804,10 +757,7 @@ impl Network {
 impl Pool {
     fn new(spec: &PoolSpec) -> Pool {
         let ctl = Controller::new(spec);
-        let status = match &ctl {
-            Controller::Tcc(t) => Some(t.status()),
-            Controller::Other(_) => None,
-        };
+        let status = ctl.status();
         Pool {
             ctl,
             spec: spec.clone(),
@@ -903,7 +853,7 @@ pub fn run(des: &Des) -> DesRun {
             sim.finished(t);
         }
         for p in &mut sim.pools {
-            p.ctl.drain(&mut p.run);
+            drain(&mut p.ctl, &mut p.run);
         }
         segments.track(&mut sim);
     }
@@ -932,10 +882,8 @@ impl Sim<'_> {
                     .pools
                     .into_iter()
                     .map(|mut p| {
-                        p.ctl.drain(&mut p.run);
-                        if let Controller::Tcc(t) = &p.ctl {
-                            p.run.status = Some(t.status());
-                        }
+                        drain(&mut p.ctl, &mut p.run);
+                        p.run.status = p.ctl.status();
                         p.run
                     })
                     .collect(),

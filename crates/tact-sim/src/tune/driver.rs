@@ -40,7 +40,9 @@ pub enum Spacing {
 }
 
 impl Spacing {
-    fn draw(&self, rng: &mut SimRng, mean: f64) -> f64 {
+    /// A spacing (or service time) around `mean` seconds; `tune::des` draws its service times
+    /// with it too.
+    pub(crate) fn draw(&self, rng: &mut SimRng, mean: f64) -> f64 {
         match *self {
             Spacing::Deterministic => mean,
             Spacing::Exponential => -(1.0 - rng.uniform()).ln() * mean,
@@ -294,14 +296,15 @@ impl Run {
 /// A large number standing for "more work than any pool can take".
 const ENDLESS: usize = 1 << 30;
 
-/// What runs a pool: TCC, or another policy, which has no states and no verdicts to record.
-enum Controller {
+/// What runs a pool: TCC, or another policy, which has no states and no verdicts to record
+/// (the driver's and `tune::des`'s pools).
+pub(crate) enum Controller {
     Tcc(Box<Tcc>),
     Other(Box<dyn Policy + Send>),
 }
 
 impl Controller {
-    fn new(spec: &PoolSpec) -> Self {
+    pub(crate) fn new(spec: &PoolSpec) -> Self {
         let p = &spec.params;
         match &spec.policy {
             None => Controller::Tcc(Box::new(Tcc::new(p.clone()).expect("valid parameters"))),
@@ -311,21 +314,21 @@ impl Controller {
         }
     }
 
-    fn phase(&self) -> Option<Phase> {
+    pub(crate) fn phase(&self) -> Option<Phase> {
         match self {
             Controller::Tcc(t) => Some(t.phase()),
             Controller::Other(_) => None,
         }
     }
 
-    fn status(&self) -> Option<Status> {
+    pub(crate) fn status(&self) -> Option<Status> {
         match self {
             Controller::Tcc(t) => Some(t.status()),
             Controller::Other(_) => None,
         }
     }
 
-    fn drain_decisions(&mut self) -> Vec<Decision> {
+    pub(crate) fn drain_decisions(&mut self) -> Vec<Decision> {
         match self {
             Controller::Tcc(t) => t.drain_decisions(),
             Controller::Other(_) => Vec::new(),
