@@ -24,9 +24,9 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use tact_core::tune::{Event, Load, Phase};
+use tact_core::tune::{Event, Load};
 
-use super::driver::{Controller, Input, PoolRun, PoolSpec, Run, Segment, Spacing};
+use super::driver::{Controller, Input, PoolRun, PoolSpec, Run, Segment, Spacing, ENDLESS};
 use super::model::Operating;
 use crate::rng::SimRng;
 
@@ -508,9 +508,6 @@ fn drain(ctl: &mut Controller, run: &mut PoolRun) {
     run.decisions.extend(ctl.drain_decisions());
 }
 
-/// A large number standing for "more work than any pool can take".
-const ENDLESS: usize = 1 << 30;
-
 struct Pool {
     ctl: Controller,
     spec: PoolSpec,
@@ -523,12 +520,6 @@ struct Pool {
 impl Pool {
     fn load(&self) -> Load {
         Load::new(self.in_flight, self.queued)
-    }
-
-    /// Whether the pool reports the bottleneck's utilization now (driver's `PoolSpec::hint`).
-    fn reports(&self) -> bool {
-        self.spec.hint
-            && (!self.spec.hint_late || self.run.transitions.iter().any(|t| t.to == Phase::Steady))
     }
 }
 
@@ -677,7 +668,7 @@ impl Sim<'_> {
             if !self.pools[i].active {
                 continue;
             }
-            let answer = if self.pools[i].reports() {
+            let answer = if self.pools[i].spec.reports(&self.pools[i].run) {
                 self.pools[i].ctl.on_hint(at, util)
             } else {
                 self.pools[i].ctl.on_tick(at)

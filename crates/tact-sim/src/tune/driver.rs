@@ -110,8 +110,8 @@ impl PoolSpec {
         }
     }
 
-    /// Whether the host reports the bottleneck's utilization now.
-    fn reports(&self, run: &PoolRun) -> bool {
+    /// Whether the host (the driver, or `tune::des`) reports the bottleneck's utilization now.
+    pub(crate) fn reports(&self, run: &PoolRun) -> bool {
         self.hint && (!self.hint_late || run.transitions.iter().any(|t| t.to == Phase::Steady))
     }
 }
@@ -293,8 +293,8 @@ impl Run {
     }
 }
 
-/// A large number standing for "more work than any pool can take".
-const ENDLESS: usize = 1 << 30;
+/// A large number standing for "more work than any pool can take" (here and in `tune::des`).
+pub(crate) const ENDLESS: usize = 1 << 30;
 
 /// What runs a pool: TCC, or another policy, which has no states and no verdicts to record
 /// (the driver's and `tune::des`'s pools).
