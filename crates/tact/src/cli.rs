@@ -72,6 +72,11 @@ Examples:
   tact attach --progress cpu $(pgrep -n updatedb)
 
   tact attach --idle cpu,disk 12345        SCHED_IDLE, and held while others use its disk
+  tact attach --idle net 12345             held while others use the default route's link
+
+The process stays in its own cgroup: --idle cpu gives it SCHED_IDLE only, and as root --idle net
+marks DSCP LE (into the job's class of tact's htb tree) only the packets it sends from a network
+namespace of its own (a container's) through a veth into tact's, not its sockets in tact's.
 
 Interrupt tact (Ctrl-C) to stop regulating: the process is left running (with --idle cpu, back
 on its old scheduling policy).";

@@ -159,17 +159,39 @@ fn start_tact_with(rig: &Rig, dir: &Path, extra: &[&str], job: &str) -> (Running
 /// another `--preempt`), with the cgroup2 hierarchy mounted at /sys/fs/cgroup there; `job` is a
 /// shell script.
 fn spawn_tact(rig: &Rig, dir: &Path, args: &[&str], job: &str) -> (Running, PathBuf) {
+    tact_in_outer(rig, dir, true, "run", args, &["--", "sh", "-c", job])
+}
+
+/// `tact SUBCOMMAND --idle net:LINK --preempt 50ms ARGS --json-log DIR/idle.jsonl REST` in the
+/// rig's outer namespace (ARGS may give another `--preempt`); with `cgroup2`, the cgroup2
+/// hierarchy mounted at /sys/fs/cgroup there first (`ip netns exec` hides the host's, as it does
+/// for the bench's tbf rig).
+fn tact_in_outer(
+    rig: &Rig,
+    dir: &Path,
+    cgroup2: bool,
+    subcommand: &str,
+    args: &[&str],
+    rest: &[&str],
+) -> (Running, PathBuf) {
     let log = dir.join("idle.jsonl");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &rig.outer, "sh", "-c"])
-        .arg("mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec \"$@\"")
-        .arg("sh")
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &rig.outer]);
+    if cgroup2 {
+        cmd.args([
+            "sh",
+            "-c",
+            "mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec \"$@\"",
+            "sh",
+        ]);
+    }
+    let child = cmd
         .arg(env!("CARGO_BIN_EXE_tact"))
         .env_remove("TACT_LOG")
         .env("TACT_RUNTIME_DIR", dir.join("runtime"))
         .env("TACT_SOCKET", dir.join("no-daemon.sock"))
         .current_dir(dir)
-        .args(["run", "--idle"])
+        .args([subcommand, "--idle"])
         .arg(format!("net:{}", rig.link))
         .args(if args.contains(&"--preempt") {
             &[][..]
@@ -179,7 +201,7 @@ fn spawn_tact(rig: &Rig, dir: &Path, args: &[&str], job: &str) -> (Running, Path
         .args(args)
         .arg("--json-log")
         .arg(&log)
-        .args(["--", "sh", "-c", job])
+        .args(rest)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -675,6 +697,19 @@ fn tact_status_shows_the_tree_and_the_marking() {
     cleaned_up(&rig, run.0.id(), &cgroup);
 }
 
+/// `tact status --json` of the daemon at `socket`.
+fn status_json(socket: &Path) -> serde_json::Value {
+    let out = tact()
+        .arg("status")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The rate of the tbf the graft tests put at the root: well above the foreground's 11 Mbit/s, so
 /// that the job's backlog drains early in each burst, and below what the job's flood sends.
 const TBF_RATE_BITS: u64 = 50_000_000;
@@ -1104,4 +1139,262 @@ fn packets_forwarded_from_the_jobs_own_namespace_are_marked_into_its_class() {
     );
     assert!(err.contains("no longer marked"), "{err}");
     cleaned_up(&rig, tact.0.id(), &cgroup);
+}
+
+/// The rules of table `inet tact-PID` in the rig's outer namespace (empty when it is gone).
+fn table_of(rig: &Rig, pid: u32) -> String {
+    let out = rig.outer(&["nft", "list", "table", "inet", &format!("tact-{pid}")]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `tact attach --idle net:LINK --net-rate 100mbit PID` in the rig's outer namespace.
+fn attach(rig: &Rig, dir: &Path, pid: u32) -> (Running, PathBuf) {
+    let pid = pid.to_string();
+    tact_in_outer(
+        rig,
+        dir,
+        true,
+        "attach",
+        &["--net-rate", "100mbit"],
+        &[&pid],
+    )
+}
+
+/// Waits for an attached tact's start: its tree up, and the packets forwarded from the
+/// process's namespace marked at `veth` from the start (the process was in it already), its
+/// sockets not (it stays in its own cgroup: no directory made for it).
+fn attached(rig: &Rig, tact: &Child, log: &Path, veth: &str) {
+    wait_for(PATIENCE, "tact's start record", || {
+        start_record(log).is_some()
+    });
+    let start = start_record(log).unwrap();
+    let kernel = &start["gates"][0]["kernel"];
+    assert_eq!(kernel["htb_rate_bits"], 100_000_000, "{start}");
+    assert_eq!(kernel["marking"], true, "{start}");
+    let why = kernel["why"].as_str().unwrap();
+    assert!(
+        why.contains("tact attach leaves the process in its own cgroup") && why.contains(veth),
+        "{why}"
+    );
+    assert!(
+        table_of(rig, tact.id()).contains(&format!("device \"{veth}\"")),
+        "{}",
+        table_of(rig, tact.id())
+    );
+    let cgroup = cgroup2_dir()
+        .unwrap()
+        .join(format!("tact-{}-net", tact.id()));
+    assert!(!cgroup.exists(), "{} was made", cgroup.display());
+}
+
+/// After a tact that made no cgroup directory: the link has its default root qdisc again and
+/// the table is gone.
+fn tree_and_table_gone(rig: &Rig, tact_pid: u32) {
+    let qdisc = rig.root_qdisc();
+    assert!(
+        qdisc.contains(" 0: root") && !qdisc.contains("htb"),
+        "{qdisc}"
+    );
+    let tables = rig.nft_tables();
+    assert!(!tables.contains(&format!("tact-{tact_pid}")), "{tables}");
+}
+
+/// `tact attach --idle net` on a running, unmodified UDP flood in a network namespace of its
+/// own (a container's): its packets forwarded into tact's namespace are marked at the veth's
+/// ingress, so its class carries them and the foreground class stays quiet; the chain and the
+/// table go when tact exits (SIGTERM, leaving the flood running; the flood's exit), and those of
+/// a SIGKILLed attach are swept by the next one. (Until 26 Nov an attached process got no
+/// marking at all: no chain, and the flood in the foreground class.)
+#[test]
+fn an_attached_process_in_its_own_namespace_has_its_forwarded_packets_marked() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("x");
+    let ns = JobNs::new(&rig, "x");
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let mut flood_job = Running(
+        Command::new("ip")
+            .args(["netns", "exec", &ns.ns, "python3", "-c"])
+            .arg(flood(&rig.sink(), &go))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = flood_job.0.id();
+
+    // Attached: everything the flood sends goes to the job's class.
+    let (mut tact, log) = attach(&rig, dir.path(), pid);
+    attached(&rig, &tact.0, &log, &ns.host_end);
+    wait_for(PATIENCE, "the job's class to carry the flood", || {
+        rig.classes().1 > 1 << 20
+    });
+    let (f0, b0) = rig.classes();
+    std::thread::sleep(Duration::from_secs(1));
+    let (f1, b1) = rig.classes();
+    eprintln!(
+        "attached, one second: the job's class {} kB, the foreground class {} kB",
+        (b1 - b0) / 1000,
+        (f1 - f0) / 1000
+    );
+    assert!(b1 - b0 > 1 << 20, "the job's class sent {} bytes", b1 - b0);
+    assert!(
+        f1 - f0 < (b1 - b0) / 50,
+        "the foreground class sent {} bytes beside the job's {}",
+        f1 - f0,
+        b1 - b0
+    );
+    // SIGTERM: tact stops regulating, the process runs on, the chain and table go.
+    kill(tact.0.id() as i32, Signal::SIGTERM);
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(
+        err.contains(&format!("enters tact's through veth {}", ns.host_end)),
+        "{err}"
+    );
+    tree_and_table_gone(&rig, tact.0.id());
+    assert!(
+        flood_job.0.try_wait().unwrap().is_none(),
+        "the flood ended with tact"
+    );
+
+    // SIGKILL leaves the table (its chain) and the tree; the next attach sweeps both.
+    std::fs::remove_file(&log).unwrap();
+    let (mut tact, log) = attach(&rig, dir.path(), pid);
+    attached(&rig, &tact.0, &log, &ns.host_end);
+    let dead = tact.0.id();
+    kill(dead as i32, Signal::SIGKILL);
+    tact.0.wait().unwrap();
+    assert!(table_of(&rig, dead).contains("chain from-"));
+    std::fs::remove_file(&log).unwrap();
+    let (mut tact, log) = attach(&rig, dir.path(), pid);
+    attached(&rig, &tact.0, &log, &ns.host_end);
+    assert_eq!(table_of(&rig, dead), "", "the killed tact's table is left");
+
+    // The flood's exit ends tact, which removes its own.
+    std::fs::write(&go, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("removed the nftables table inet tact-{dead}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("removed tact {dead}'s htb tree on {}", rig.link)),
+        "{err}"
+    );
+    tree_and_table_gone(&rig, tact.0.id());
+    assert!(tree_records(dir.path()).is_empty());
+    flood_job.0.wait().unwrap();
+}
+
+/// A job whose member enters a network namespace of its own only after tact's start (as the
+/// bench's bg sender does through `ip netns exec`), with no cgroup2 for the socket rule (as in
+/// the bench's tbf rig): the start says its packets are not marked, and a `marking` record,
+/// naming the veth and its chain, says when they are (and one more when the member has left);
+/// `tact status` follows. (Until 26 Nov the log and the status kept the start's `marking:
+/// false` while the chain marked the flood.)
+#[test]
+fn a_job_that_enters_its_namespace_after_the_start_gets_a_marking_record() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rig = Rig::new("y");
+    let ns = JobNs::new(&rig, "y");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("daemon.sock");
+    let _daemon = Daemon(
+        tact()
+            .env("TACT_RUNTIME_DIR", dir.path().join("daemon"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(PATIENCE, "the daemon to listen", || socket.exists());
+    let log = dir.path().join("idle.jsonl");
+    let (go, done) = (dir.path().join("go"), dir.path().join("done"));
+    // The member enters the namespace once the start record is written.
+    let job = format!(
+        "until grep -q '\"start\"' {log}; do sleep 0.05; done; ip netns exec {ns} python3 -c \
+         \"{flood}\"; while [ ! -e {done} ]; do sleep 0.1; done",
+        log = log.display(),
+        ns = ns.ns,
+        flood = flood(&rig.sink(), &go),
+        done = done.display()
+    );
+    let (mut tact, log) = tact_in_outer(
+        &rig,
+        dir.path(),
+        false,
+        "run",
+        &[
+            "--net-rate",
+            "100mbit",
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
+        &["--", "sh", "-c", &job],
+    );
+    wait_for(PATIENCE, "tact's start record", || {
+        start_record(&log).is_some()
+    });
+    let start = start_record(&log).unwrap();
+    let kernel = &start["gates"][0]["kernel"];
+    assert_eq!(kernel["htb_rate_bits"], 100_000_000, "{start}");
+    assert_eq!(kernel["marking"], false, "{start}");
+
+    let label = format!("net:{}", rig.link);
+    let began = wait_for_some(PATIENCE, "a marking record", || {
+        records(&log, "marking").into_iter().next()
+    });
+    assert_eq!(began["resource"], label.as_str(), "{began}");
+    assert_eq!(began["marked"], true, "{began}");
+    let why = began["why"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("veth {}, chain from-", ns.host_end)),
+        "{why}"
+    );
+    wait_for(PATIENCE, "the job's class to carry its flood", || {
+        rig.classes().1 > 1 << 20
+    });
+    let kernel = wait_for_some(PATIENCE, "the status to show the marking", || {
+        let kernel = status_json(&socket)["jobs"][0]["idle"]["gates"][0]["kernel"].clone();
+        (kernel["marking"] == true).then_some(kernel)
+    });
+    let why = kernel["why"].as_str().unwrap();
+    assert!(
+        why.contains("since t=") && why.contains(&ns.host_end),
+        "{kernel}"
+    );
+
+    std::fs::write(&go, "").unwrap();
+    let ended = wait_for_some(PATIENCE, "a second marking record", || {
+        records(&log, "marking").into_iter().nth(1)
+    });
+    assert_eq!(ended["marked"], false, "{ended}");
+    assert!(
+        ended["why"].as_str().unwrap().contains(&ns.host_end),
+        "{ended}"
+    );
+    assert!(ended["t"].as_f64() > began["t"].as_f64(), "{began} {ended}");
+    wait_for(PATIENCE, "the status to show the marking gone", || {
+        status_json(&socket)["jobs"][0]["idle"]["gates"][0]["kernel"]["marking"] == false
+    });
+    std::fs::write(&done, "").unwrap();
+    let status = tact.0.wait().unwrap();
+    let err = stderr_of(&mut tact.0);
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("are marked DSCP LE from now on"), "{err}");
+    assert_eq!(records(&log, "marking").len(), 2, "{err}");
+    tree_and_table_gone(&rig, tact.0.id());
 }

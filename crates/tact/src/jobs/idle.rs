@@ -120,8 +120,9 @@ pub struct IdleSettings {
     pub shapers: Vec<(Option<Shaper>, NetKernel)>,
     /// The marking of the job's packets, set up before the job starts: matching `--idle cpu`'s
     /// cgroup when it is on cgroup v2, else a directory of its own; the job joins either before
-    /// it execs ([`IdleSettings::join_before_exec`]). `Err`: why not. `None` when there is
-    /// nothing to mark into, or for `tact attach`.
+    /// it execs ([`IdleSettings::join_before_exec`]); for `tact attach`, the forwarded packets
+    /// only ([`Marking::setup_attached`]). `Err`: why not. `None` when there is nothing to mark
+    /// into.
     /// Boxed: it is most of the settings' size, and they travel in an enum with the polite ones.
     pub marking: Option<Box<Result<Marking, String>>>,
     pub json_log: Option<JsonLines>,
@@ -208,8 +209,15 @@ impl IdleSettings {
             Some(Ok(g)) => g.v2_placement(),
             _ => None,
         };
-        let marking = (!restore && shapers.iter().any(|(s, _)| s.is_some()))
-            .then(|| Box::new(Marking::setup(placed)));
+        let marking = shapers.iter().any(|(s, _)| s.is_some()).then(|| {
+            Box::new(if restore {
+                // The process stays in its own cgroup, as for `--idle cpu`: only its packets
+                // forwarded from a namespace of its own are marked.
+                Marking::setup_attached()
+            } else {
+                Marking::setup(placed)
+            })
+        });
         if let Some(socket) = &polite.socket {
             if let Err(e) = tact_proto::Client::connect(socket) {
                 bail!("--socket {}: {e}", socket.display());

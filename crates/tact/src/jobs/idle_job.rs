@@ -32,7 +32,7 @@ use super::guarded;
 use super::idle::{Gated, IdleSettings, Preempt};
 use super::idle_cgroup::IdleCgroup;
 use super::idle_log::{ClassBytes, GateView, Holder, IdleLog, NetKernel, Setup};
-use super::idle_net::{Marking, Shaper};
+use super::idle_net::{Marking, MarkingChange, Shaper};
 use super::idle_watch::{
     disk_default_pi, fmt_ms, net_default_pi, DefaultPi, DiskWatch, NetWatch, OwnTraffic, Probe,
 };
@@ -45,6 +45,8 @@ const EVERY_SECOND: Duration = Duration::from_secs(1);
 /// The guard resumes the job if tact neither renews within this long nor closes the socket (it
 /// hung); renewed every second while the job is held.
 const LEASE: Duration = Duration::from_secs(10);
+/// Where a link's kernel `why` for the daemon goes on with the marking's latest change.
+const SINCE: &str = "; since t=";
 /// The probe interval's bounds: δ ≤ p/10 (spec §3), but a probe reads /proc for every member.
 const MIN_PROBE: Duration = Duration::from_millis(1);
 const MAX_PROBE: Duration = Duration::from_millis(100);
@@ -79,7 +81,8 @@ struct Watched {
     shaper: Option<Shaper>,
     /// The htb classes' bytes at the last look (once a second, for the log and the daemon).
     classes: Option<ClassBytes>,
-    /// A link's kernel-assisted part as set up (the log's `kernel`), for the daemon.
+    /// A link's kernel-assisted part as set up (the log's `kernel`), for the daemon; its
+    /// `marking` follows the `marking` records.
     kernel: Option<NetKernel>,
     /// What the probes saw since the last look at the tree, for the tuner's verdict on whether
     /// the tree preempts the job.
@@ -546,7 +549,7 @@ impl IdleJob {
                 since_look: SinceLook::default(),
             });
         }
-        let marking = mark_job((pid, &members), marking, restore, &watched, &mut setups);
+        let marking = mark_job((pid, &members), marking, &watched, &mut setups);
         for (w, s) in watched.iter_mut().zip(&setups) {
             w.kernel = s.kernel.clone();
         }
@@ -697,6 +700,7 @@ impl IdleJob {
         self.tree.refresh()?;
         let members = with(&self.tree.members(), self.me);
         let mut holders = Vec::new();
+        let mut marking = None;
         for w in &mut self.watched {
             let probe = match &mut w.watch {
                 Watch::Disk(d) => d.probe(now, &members)?,
@@ -720,7 +724,7 @@ impl IdleJob {
                         // Its packets forwarded from there are marked at once, not at the next
                         // second's cover.
                         if let Some(m) = &mut self.marking {
-                            m.follow(&self.tree.members());
+                            marking = m.follow(&self.tree.members()).or(marking);
                         }
                     }
                     n.probe(now, &members)?
@@ -748,6 +752,9 @@ impl IdleJob {
                     }
                 }
             }
+        }
+        if let Some(change) = marking {
+            self.marking_changed(t, &change)?;
         }
         match (holders.is_empty(), self.held_since) {
             (false, None) => {
@@ -815,10 +822,38 @@ impl IdleJob {
             s.cover(&self.reader, &members)?;
         }
         if let Some(m) = &mut self.marking {
+            let change = m.follow(&members);
             // Newcomers forked inside are marked already; one that cannot be moved is worth a
             // warning, not the job.
             if let Err(e) = m.cover(&members) {
                 tracing::warn!("cannot move new members into the job's cgroup v2 directory: {e}");
+            }
+            if let Some(change) = change {
+                self.marking_changed(self.start.elapsed(), &change)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells each link with a tree, the user, the log and the daemon that the marking of the
+    /// job's forwarded packets began or ended: the start's `kernel.marking` holds no more.
+    fn marking_changed(&mut self, t: Duration, change: &MarkingChange) -> Result<()> {
+        for w in &mut self.watched {
+            let Some(kernel) = w.kernel.as_mut().filter(|_| w.shaper.is_some()) else {
+                continue;
+            };
+            kernel.marking = change.marked;
+            // The daemon's `why` is the start's and the latest change's, not every change's.
+            let start = kernel.why.split(SINCE).next().unwrap_or_default();
+            kernel.why = format!("{start}{SINCE}{:.2}s: {}", t.as_secs_f64(), change.why);
+            eprintln!(
+                "tact: t={:.2}s {}: {}",
+                t.as_secs_f64(),
+                w.label,
+                change.why
+            );
+            if let Some(log) = &mut self.log {
+                log.marking(t, &w.label, change.marked, &change.why)?;
             }
         }
         Ok(())
@@ -907,28 +942,22 @@ impl IdleJob {
 }
 
 /// Marks the job (its root and members) DSCP LE when some link has an htb tree to put them in,
-/// with the marking `prepared` before the start (there is one for every such `tact run`), and
-/// tells each such link's log entry and the user what happened.
+/// with the marking `prepared` before the start (there is one for every such job; for `tact
+/// attach` it marks forwarded packets only), and tells each such link's log entry and the user
+/// what happened.
 fn mark_job(
     (root, members): (i32, &[ProcId]),
     prepared: Option<Box<Result<Marking, String>>>,
-    attached: bool,
     watched: &[Watched],
     setups: &mut [Setup],
 ) -> Option<Marking> {
     if watched.iter().all(|w| w.shaper.is_none()) {
         return None;
     }
-    let outcome = if attached {
-        // Moving it would take it out of its service's cgroup, and its open sockets would stay
-        // unmarked anyway.
-        Err("tact attach leaves the process in its own cgroup".to_string())
-    } else {
-        (*prepared?).map(|mut m| {
-            let how = m.cover_job(root, members);
-            (m, how)
-        })
-    };
+    let outcome = (*prepared?).map(|mut m| {
+        let how = m.cover_job(root, members);
+        (m, how)
+    });
     let (marking, note) = match outcome {
         Ok((m, how)) => (Some(m), how),
         Err(why) => (

@@ -1,6 +1,6 @@
 //! The `--json-log` of an idle-gated job: one object per hold and release, the gates' counters
-//! every second, and a summary at the end. Every object has `t` (seconds since tact started) and
-//! `kind`.
+//! every second, changes of the job's namespace and marking, and a summary at the end. Every
+//! object has `t` (seconds since tact started) and `kind`.
 
 use std::time::Duration;
 
@@ -48,7 +48,9 @@ pub struct ClassBytes {
 pub struct NetKernel {
     /// The htb rate in bits/s, when the tree is on the interface.
     pub htb_rate_bits: Option<u64>,
-    /// Whether tact marks the job's packets DSCP LE (nftables by cgroup).
+    /// Whether tact marks some of the job's packets DSCP LE (nftables: its sockets by cgroup,
+    /// or those forwarded from its network namespace at a veth's ingress). At the start; a
+    /// `marking` record says when the forwarded part begins or ends later.
     pub marking: bool,
     /// What was applied, and why the rest was not.
     pub why: String,
@@ -145,6 +147,17 @@ enum Record<'a> {
         /// The source of its own traffic from now on (as in `start`).
         own_traffic: &'a str,
     },
+    /// The marking of the packets forwarded from the job's network namespaces began or ended
+    /// (its first ingress chain added, or its last removed) after the start.
+    Marking {
+        t: f64,
+        resource: &'a str,
+        /// Whether some of the job's packets are marked now: the start's `kernel.marking` from
+        /// here on.
+        marked: bool,
+        /// Which veths and chains.
+        why: &'a str,
+    },
     Counters {
         t: f64,
         held: bool,
@@ -225,6 +238,15 @@ impl IdleLog {
             resource,
             own,
             own_traffic,
+        })
+    }
+
+    pub fn marking(&mut self, t: Duration, resource: &str, marked: bool, why: &str) -> Result<()> {
+        self.out.line(&Record::Marking {
+            t: t.as_secs_f64(),
+            resource,
+            marked,
+            why,
         })
     }
 

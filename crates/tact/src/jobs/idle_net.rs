@@ -2,9 +2,10 @@
 //! (CAP_NET_ADMIN): an htb tree on the interface's egress whose background class sits below the
 //! foreground (its queued packets go only when the foreground class is empty), and the job's
 //! packets marked DSCP LE from outside so that they land in that class: the job in a cgroup v2
-//! directory of its own and an nftables rule on sockets of that cgroup, and, for a job in a
-//! network namespace of its own, a rule on the ingress of the veth through which its packets
-//! enter tact's namespace (followed as the job moves between namespaces). The tree is built once
+//! directory of its own and an nftables rule on sockets of that cgroup (`tact run` only: an
+//! attached process stays in its own cgroup), and, for a job in a network namespace of its own,
+//! a rule on the ingress of the veth through which its packets enter tact's namespace (followed
+//! as the job moves between namespaces, which the log tells). The tree is built once
 //! and not changed while it stands: the PI is the gate's hold of the job (clamping the class's
 //! ceil during it left the class in debt, `tact_linux::actuate::htb`).
 //!
@@ -326,6 +327,20 @@ pub struct Marking {
     removed: bool,
 }
 
+/// Why `tact attach` marks no sockets.
+const ATTACHED: &str = "tact attach leaves the process in its own cgroup";
+
+/// The marking of the packets forwarded from the job's namespaces beginning or ending after
+/// the start.
+#[derive(Debug)]
+pub struct MarkingChange {
+    /// Whether some of the job's packets are marked now (the start's `kernel.marking` from here
+    /// on): the forwarded ones, or its sockets'.
+    pub marked: bool,
+    /// Which veths and chains, for the user.
+    pub why: String,
+}
+
 /// The directory whose sockets the table's output chain marks.
 struct Sockets {
     /// The directory tact made for the marking; `None` when the job is in `--idle cpu`'s
@@ -338,9 +353,25 @@ struct Sockets {
 impl Marking {
     /// Sets the marking up for a job that joins `placed` (a tact cgroup v2 directory and its
     /// level) before it execs, or else a directory of its own made here; the job is not
-    /// moved yet ([`Marking::join_before_exec`], [`Marking::cover`]). Sweeps the tables of
+    /// moved yet ([`Marking::join_before_exec`], [`Marking::cover_job`]). Sweeps the tables of
     /// killed tacts first. `Err`: why not (no nftables).
     pub fn setup(placed: Option<(PathBuf, usize)>) -> Result<Marking, String> {
+        Marking::new(|nft, table, me| mark_sockets(nft, table, placed, me))
+    }
+
+    /// Sets the marking up for `tact attach`: the table without the rule on sockets, since the
+    /// process stays in its own cgroup (moving it would take it out of its service's, and the
+    /// sockets it has open would stay unmarked anyway), so only what enters tact's namespace
+    /// from the namespaces of its tree is marked.
+    pub fn setup_attached() -> Result<Marking, String> {
+        Marking::new(|_, _, _| Err(ATTACHED.to_string()))
+    }
+
+    /// The table `inet tact-<PID>` with the rule on the job's sockets that `sockets` applies,
+    /// or without one when it says why not; killed tacts' tables swept first.
+    fn new(
+        sockets: impl FnOnce(&Nft, &str, u32) -> Result<Sockets, String>,
+    ) -> Result<Marking, String> {
         let me = std::process::id();
         let table = format!("tact-{me}");
         let nft = Nft;
@@ -355,7 +386,7 @@ impl Marking {
             }
             Err(e) => tracing::warn!("cannot sweep the tables of killed tacts: {e}"),
         }
-        let sockets = match mark_sockets(&nft, &table, placed, me) {
+        let sockets = match sockets(&nft, &table, me) {
             Ok(s) => Ok(s),
             Err(why) => {
                 nft.create_table(&table).map_err(|e| e.to_string())?;
@@ -397,7 +428,7 @@ impl Marking {
             Err(_) => Ok(false),
         };
         let moved = early.and_then(|early| {
-            self.cover_sockets(members)
+            self.cover(members)
                 .map(|()| early)
                 .map_err(|e| format!("cannot move the job into the marked cgroup: {e}"))
         });
@@ -413,7 +444,8 @@ impl Marking {
             }
             self.sockets = Err(why.clone());
         }
-        self.follow(members);
+        // Before the start record, which says what is marked now: not a change.
+        let _ = self.follow(members);
         let table = &self.table;
         let sockets = match (&self.sockets, &moved) {
             (Ok(s), Ok(early)) => format!(
@@ -452,27 +484,55 @@ impl Marking {
         self.marks_sockets() || self.forwarded.marking()
     }
 
-    /// Moves members found since the last look into the job's directory, and follows them
-    /// into and out of network namespaces.
+    /// Moves members found since the last look into the job's directory (of `tact run`).
     pub fn cover(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
-        self.follow(members);
-        self.cover_sockets(members)
-    }
-
-    /// Marks what enters tact's namespace from the namespaces `members` are in now (their
-    /// veths' ingress), and no longer what enters from those they left. Says on stderr what
-    /// changed, and once for each namespace with no veth here.
-    pub fn follow(&mut self, members: &[ProcId]) {
-        self.forwarded.follow(&self.nft, members);
-    }
-
-    fn cover_sockets(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
         match &mut self.sockets {
             Ok(Sockets {
                 cgroup: Some(cg), ..
             }) => cg.cover(members),
             _ => Ok(()),
         }
+    }
+
+    /// Marks what enters tact's namespace from the namespaces `members` are in now (their
+    /// veths' ingress), and no longer what enters from those they left. Says on stderr what
+    /// changed, and once for each namespace with no veth here. When the table went from no
+    /// ingress chain to some, or back, that change comes back (the log's `marking`).
+    pub fn follow(&mut self, members: &[ProcId]) -> Option<MarkingChange> {
+        let before = self.forwarded.veths();
+        self.forwarded.follow(&self.nft, members);
+        if before.is_empty() == self.forwarded.chains.is_empty() {
+            return None;
+        }
+        let why = if before.is_empty() {
+            let chains: Vec<String> = self
+                .forwarded
+                .chains
+                .iter()
+                .map(|(end, mark)| format!("veth {}, chain {}", end.name, mark.chain))
+                .collect();
+            format!(
+                "packets that enter tact's namespace from the job's network namespace are marked \
+                 DSCP LE from now on (table inet {}: {})",
+                self.table,
+                chains.join("; ")
+            )
+        } else {
+            format!(
+                "packets from the job's network namespace are no longer marked: no member of the \
+                 job is behind veth {} any more ({})",
+                before.join(", "),
+                if self.marks_sockets() {
+                    "its sockets in tact's namespace still are"
+                } else {
+                    "none of its packets are marked now"
+                }
+            )
+        };
+        Some(MarkingChange {
+            marked: self.marks_any(),
+            why,
+        })
     }
 
     /// Deletes the table (its ingress chains with it), then moves the job back and removes its
@@ -567,6 +627,11 @@ impl Forwarded {
 
     fn marking(&self) -> bool {
         !self.chains.is_empty()
+    }
+
+    /// The names of the veths marked now.
+    fn veths(&self) -> Vec<String> {
+        self.chains.keys().map(|e| e.name.clone()).collect()
     }
 
     /// The veths marked now, for the user.
