@@ -127,6 +127,11 @@ def test_preempt_defaults_to_auto_from_100ms():
     "kwargs, message",
     [
         ({"device": "nosuchdisk0"}, "unknown block device `nosuchdisk0`"),
+        # A mistyped path, not the disk of `/`.
+        (
+            {"device": "/nonexistent/typo"},
+            "unknown block device `/nonexistent/typo` \\(no such file or directory",
+        ),
         ({"interface": "nosuchif0"}, "unknown network interface `nosuchif0`"),
         ({}, "needs a resource to watch"),
         ({"device": "vda", "interface": "lo"}, "watches one resource"),

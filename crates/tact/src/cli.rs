@@ -231,7 +231,8 @@ pub struct PoliteArgs {
     /// Name under which the target is saved [default: derived from the program and --progress].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Write one JSON object per testpoint to FILE.
+    /// Write a JSON object per line to FILE: one per testpoint, or with --idle one per hold and
+    /// release, the gates' counters every second, and a summary at the end.
     #[arg(long, value_name = "FILE")]
     pub json_log: Option<PathBuf>,
     /// Daemon to take turns through with other low-importance jobs (only one runs at a time)

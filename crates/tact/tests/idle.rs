@@ -712,10 +712,17 @@ fn a_zero_pi_is_accepted_and_bad_input_gets_one_clear_line() {
             &["--idle", "disk:nosuchdisk"][..],
             "unknown block device `nosuchdisk`",
         ),
+        // A mistyped path is not taken for the disk of `/`.
+        (
+            &["--idle", "disk:/nonexistent/tact-typo"][..],
+            "--idle disk:/nonexistent/tact-typo: unknown block device `/nonexistent/tact-typo` \
+             (no such file or directory",
+        ),
         (
             &["--idle", "net:nosuch0"][..],
             "unknown network interface `nosuch0`",
         ),
+        (&["--idle", "cpu,cpu"][..], "--idle names cpu twice"),
         (
             &["--idle", "disk", "--preempt", "-5ms"][..],
             "cannot be negative",

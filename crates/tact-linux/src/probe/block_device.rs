@@ -4,8 +4,8 @@
 //! * a kernel name (`sda`, `vda1`, `dm-0`) or `/dev/NAME` is looked up in `/sys/class/block`;
 //! * another `/dev` path (`/dev/mapper/root`, `/dev/disk/by-id/...`) is a block special file whose
 //!   device number is looked up in `/sys/dev/block/MAJOR:MINOR`;
-//! * any other absolute path (`/var/lib`) is on the mount with the longest matching mount point in
-//!   mountinfo, whose `MAJOR:MINOR` is looked up the same way.
+//! * any other absolute path (`/var/lib`) must exist, and is on the mount with the longest matching
+//!   mount point in mountinfo, whose `MAJOR:MINOR` is looked up the same way.
 //!
 //! The result names the device itself (whose `/proc/diskstats` line the gate reads) and the whole
 //! physical disks below it: a partition's disk, and for dm/md devices the disks of every
@@ -52,9 +52,10 @@ impl IoScheduler {
 pub struct BlockResolver {
     sys_root: PathBuf,
     mountinfo: PathBuf,
-    /// Resolve symlinks in user paths before matching mount points (real systems only: fixture
-    /// paths do not exist on the test machine).
-    follow_links: bool,
+    /// User paths are on this machine: refuse those that do not exist and resolve symlinks
+    /// before matching mount points (real systems only: fixture paths do not exist on the test
+    /// machine).
+    real_paths: bool,
 }
 
 impl Default for BlockResolver {
@@ -69,17 +70,17 @@ impl BlockResolver {
         BlockResolver {
             sys_root: PathBuf::from("/sys"),
             mountinfo: PathBuf::from("/proc/self/mountinfo"),
-            follow_links: true,
+            real_paths: true,
         }
     }
 
     /// A sysfs-shaped tree at `sys_root` and a mountinfo file (fixtures). Paths are matched
-    /// against mount points as given, without following symlinks.
+    /// against mount points as given, without checking that they exist or following symlinks.
     pub fn with_roots(sys_root: impl Into<PathBuf>, mountinfo: impl Into<PathBuf>) -> Self {
         BlockResolver {
             sys_root: sys_root.into(),
             mountinfo: mountinfo.into(),
-            follow_links: false,
+            real_paths: false,
         }
     }
 
@@ -100,8 +101,15 @@ impl BlockResolver {
         if !spec.starts_with('/') {
             return Err(self.unknown(spec, "a path must be absolute"));
         }
-        let path = match self.follow_links {
-            true => fs::canonicalize(spec).unwrap_or_else(|_| PathBuf::from(spec)),
+        let path = match self.real_paths {
+            // A path that is not there (a typo) would otherwise match the mount of `/`.
+            true => fs::canonicalize(spec).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => self.unknown(spec, "no such file or directory"),
+                io::ErrorKind::NotADirectory => {
+                    self.unknown(spec, "a component is not a directory")
+                }
+                _ => Error::io(spec, e),
+            })?,
             false => PathBuf::from(spec),
         };
         let (major, minor) = self.device_of_path(spec, &path)?;
@@ -326,4 +334,61 @@ fn file_name(dir: &Path, link: &Path) -> Result<String> {
                 ),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A resolver on a one-disk fixture (`sda1`, 8:1, mounted on `/`) that checks user paths on
+    /// this machine, as [`BlockResolver::new`] does.
+    fn root_on_sda1(dir: &Path) -> BlockResolver {
+        let part = dir.join("sys/devices/sda/sda1");
+        fs::create_dir_all(&part).unwrap();
+        fs::write(part.join("dev"), "8:1\n").unwrap();
+        fs::write(part.join("partition"), "1\n").unwrap();
+        for link in ["sys/class/block/sda1", "sys/dev/block/8:1"] {
+            let link = dir.join(link);
+            fs::create_dir_all(link.parent().unwrap()).unwrap();
+            symlink(&part, link).unwrap();
+        }
+        let mountinfo = dir.join("mountinfo");
+        fs::write(
+            &mountinfo,
+            "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n",
+        )
+        .unwrap();
+        BlockResolver {
+            real_paths: true,
+            ..BlockResolver::with_roots(dir.join("sys"), mountinfo)
+        }
+    }
+
+    #[test]
+    fn a_path_that_does_not_exist_is_refused_not_taken_for_the_root_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = root_on_sda1(dir.path());
+        // A path that exists is on the mount of `/`.
+        assert_eq!(
+            r.resolve(dir.path().to_str().unwrap()).unwrap().name,
+            "sda1"
+        );
+
+        let typo = dir.path().join("no-such-dir/f");
+        let err = r.resolve(typo.to_str().unwrap()).unwrap_err();
+        assert!(matches!(err, Error::UnknownDevice { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("`{}`", typo.display()))
+                && msg.contains("no such file or directory"),
+            "{msg}"
+        );
+        let file = dir.path().join("mountinfo");
+        let msg = r
+            .resolve(file.join("x").to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("not a directory"), "{msg}");
+    }
 }

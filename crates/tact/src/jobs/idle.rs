@@ -151,6 +151,9 @@ impl IdleSettings {
         for r in &args.resources {
             let g = match r {
                 Resource::Cpu => {
+                    if cpu {
+                        bail!("--idle names cpu twice");
+                    }
                     cpu = true;
                     continue;
                 }

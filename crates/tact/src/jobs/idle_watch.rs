@@ -159,9 +159,24 @@ pub fn fmt_ms(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1000.0;
     match ms {
         0.0 => "0ms".into(),
+        ms if ms >= 60_000.0 => fmt_long(d),
         ms if ms >= 1000.0 => format!("{:.1}s", ms / 1000.0),
         ms if ms >= 10.0 => format!("{ms:.0}ms"),
         ms => format!("{ms:.2}ms"),
+    }
+}
+
+/// A minute or more in its two largest units, as `--preempt` takes them (`2m5s`, `4166d15h`):
+/// `--preempt 99999h` would otherwise read 359996400.0s.
+fn fmt_long(d: Duration) -> String {
+    let (hi, hi_unit, lo, lo_unit) = match d.as_secs() {
+        s if s >= 86_400 => (s / 86_400, "d", s % 86_400 / 3600, "h"),
+        s if s >= 3600 => (s / 3600, "h", s % 3600 / 60, "m"),
+        s => (s / 60, "m", s % 60, "s"),
+    };
+    match lo {
+        0 => format!("{hi}{hi_unit}"),
+        _ => format!("{hi}{hi_unit}{lo}{lo_unit}"),
     }
 }
 
@@ -1033,5 +1048,9 @@ mod tests {
         assert_eq!(fmt_ms(Duration::from_millis(40)), "40ms");
         assert_eq!(fmt_ms(Duration::from_millis(1500)), "1.5s");
         assert_eq!(fmt_ms(Duration::ZERO), "0ms");
+        assert_eq!(fmt_ms(Duration::from_secs(59)), "59.0s");
+        assert_eq!(fmt_ms(Duration::from_secs(125)), "2m5s");
+        assert_eq!(fmt_ms(Duration::from_secs(3600)), "1h");
+        assert_eq!(fmt_ms(Duration::from_secs(99_999 * 3600)), "4166d15h");
     }
 }
