@@ -7,8 +7,18 @@
  *   loadgen calibrate WORK_US            prints the spin iterations of WORK_US of CPU
  *
  * KIND and TARGET: `disk DEVICE` (random 4 KiB reads with O_DIRECT at 4 KiB-aligned offsets),
- * `net HOST:PORT` (a TCP request of -b bytes to a sink, which answers one byte), `cpu ITERATIONS`
- * (a request is a spin of that many iterations, see `calibrate`).
+ * `net HOST:PORT` (a TCP request of -b bytes to a sink, which answers one byte), `udp HOST:PORT`
+ * (the same -b bytes as datagrams to the sink's UDP port, which answers one small datagram once all
+ * arrived; below), `cpu ITERATIONS` (a request is a spin of that many iterations, see `calibrate`).
+ *
+ * A UDP request of B bytes is n = ceil(B / 1472) datagrams of (almost) equal size, each at most
+ * 1472 bytes of payload (an Ethernet MTU less the IPv4 and UDP headers: no fragmentation), each
+ * starting with { u32 seq, u16 index, u16 n }; the sink answers { u32 seq, u16 n, u16 flags } once
+ * it has all n. One request is outstanding, as with TCP. A request not answered within 200 ms (well
+ * above the rig's round trip) is sent again whole; the sink keeps what it got and fills the gaps, and
+ * answers a request it had complete already again, with flags = 1, when that resend's last
+ * datagram comes (the first answer was lost or late). A request still unanswered 2 s past the end
+ * is given up: the flow exits without recording it, so a lost datagram never hangs a flow.
  *
  * fg runs the thesis's cycle on absolute deadlines (the thesis's relative sleeps drifted and leaked
  * bg at p = 100-120 ms): cycle k starts at START + k*cycle; fg issues closed-loop requests, one
@@ -16,13 +26,20 @@
  * (clock_nanosleep TIMER_ABSTIME). bg is greedy: one request outstanding, back to back. Both start
  * at START_NS (CLOCK_MONOTONIC, shared with the harness) and stop issuing at START + SECONDS.
  *
- * RECORDS is a file mapped MAP_SHARED (put it on /dev/shm): a 16-byte header { u64 magic, u64 count }
- * then one { u64 start_ns, u64 end_ns } per completed request, CLOCK_MONOTONIC. The count is
- * published after each record, so the harness can read everything completed even after a SIGKILL
- * (and a bg held frozen at the end still leaves its records).
+ * RECORDS is a file mapped MAP_SHARED (put it on /dev/shm): a 32-byte header { u64 magic, u64 count,
+ * u64 resends, u64 lost } then one { u64 start_ns, u64 end_ns } per completed request,
+ * CLOCK_MONOTONIC. The count is published after each record, so the harness can read everything
+ * completed even after a SIGKILL (and a bg held frozen at the end still leaves its records).
+ * resends (udp) counts the requests sent again after 200 ms without an answer, each time; lost, the
+ * completed requests among them whose datagrams the sink lacked (answered without flags = 1: a
+ * datagram was lost, or the first answer came after the resend); both 0 for the other kinds.
  *
- * Options: -c CYCLE_MS (100), -b BYTES (request size: disk 4096, net 16384), -r SEED, -n CAPACITY
- * (records, default 1<<21), -a CPU (pin to one CPU, = taskset -c CPU).
+ * Options: -c CYCLE_MS (100), -b BYTES (request size: disk 4096, net and udp 16384), -r SEED,
+ * -n CAPACITY (records, default 1<<21), -a CPU (pin to one CPU, = taskset -c CPU), -x N (udp, for
+ * the self-test: leave out every Nth datagram of a request's first sending, a loss on purpose).
+ *
+ *   loadgen sink PORT [N]   serves TCP and UDP on PORT; with N, leaves out every Nth first answer
+ *                           to a UDP request (the self-test's lost answer)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +47,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -45,7 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAGIC 0x31656c6469746361ULL /* "actidle1" */
+#define MAGIC 0x32656c6469746361ULL /* "actidle2" */
+#define HEADER_WORDS 4                /* magic, count, resends, lost */
 
 static void die(const char *what) {
     fprintf(stderr, "loadgen: %s: %s\n", what, strerror(errno));
@@ -67,7 +86,7 @@ static void sleep_until(uint64_t t) {
 /* ---- records ---------------------------------------------------------------------------- */
 
 struct records {
-    volatile uint64_t *hdr; /* magic, count */
+    volatile uint64_t *hdr; /* magic, count, resends, lost */
     uint64_t *rec;
     uint64_t cap;
 };
@@ -76,16 +95,17 @@ static struct records open_records(const char *path, uint64_t cap) {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         die(path);
-    size_t size = 16 + cap * 16;
+    size_t size = 8 * HEADER_WORDS + cap * 16;
     if (ftruncate(fd, (off_t)size) != 0)
         die("ftruncate");
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         die("mmap");
     close(fd);
-    struct records r = {.hdr = p, .rec = (uint64_t *)((char *)p + 16), .cap = cap};
+    struct records r = {.hdr = p, .rec = (uint64_t *)((char *)p + 8 * HEADER_WORDS), .cap = cap};
     r.hdr[0] = MAGIC;
-    r.hdr[1] = 0;
+    for (int k = 1; k < HEADER_WORDS; k++)
+        r.hdr[k] = 0;
     return r;
 }
 
@@ -100,7 +120,7 @@ static void record(struct records *r, uint64_t start, uint64_t end) {
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-enum kind { DISK, NET, CPU };
+enum kind { DISK, NET, UDP, CPU };
 
 struct target {
     enum kind kind;
@@ -110,6 +130,30 @@ struct target {
     char *buf;
     uint64_t iters; /* cpu: spin iterations per request */
     uint64_t rng;
+    /* udp */
+    uint32_t seq;          /* the request outstanding */
+    uint16_t n;            /* datagrams per request */
+    uint64_t drop_every;   /* -x: leave out every Nth first-sent datagram (0: none) */
+    uint64_t sent;         /* first-sent datagrams, for drop_every */
+    uint64_t give_up;      /* CLOCK_MONOTONIC: stop waiting for an answer after this */
+    volatile uint64_t *hdr; /* the records' header: resends, lost */
+};
+
+/* The UDP framing (the comment at the top). */
+#define UDP_PAYLOAD 1472 /* 1500-byte MTU less 20 bytes of IPv4 and 8 of UDP */
+#define UDP_MAX_N 1024   /* datagrams per request: up to 1.5 MB */
+#define UDP_TIMEOUT_NS 200000000ULL
+#define UDP_GIVE_UP_NS 2000000000ULL
+#define UDP_REACK 1
+
+struct udp_hdr {
+    uint32_t seq;
+    uint16_t idx, n;
+};
+
+struct udp_ack {
+    uint32_t seq;
+    uint16_t n, flags;
 };
 
 static uint64_t xorshift(uint64_t *s) {
@@ -133,7 +177,7 @@ static void spin(uint64_t iters) {
  * marks its own packets does (4 = DSCP LE, RFC 8622); -1 leaves the kernel's. */
 static int tos = -1;
 
-static int connect_to(const char *hostport) {
+static int connect_to(const char *hostport, int type) {
     char host[256];
     const char *colon = strrchr(hostport, ':');
     if (!colon || (size_t)(colon - hostport) >= sizeof host) {
@@ -142,13 +186,13 @@ static int connect_to(const char *hostport) {
     }
     memcpy(host, hostport, (size_t)(colon - hostport));
     host[colon - hostport] = 0;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = type}, *ai;
     int rc = getaddrinfo(host, colon + 1, &hints, &ai);
     if (rc != 0) {
         fprintf(stderr, "loadgen: %s: %s\n", hostport, gai_strerror(rc));
         exit(2);
     }
-    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    int fd = socket(ai->ai_family, type, 0);
     if (fd < 0)
         die("socket");
     if (tos >= 0) {
@@ -163,6 +207,8 @@ static int connect_to(const char *hostport) {
         usleep(50000);
     }
     freeaddrinfo(ai);
+    if (type == SOCK_DGRAM)
+        return fd;
     int one = 1;
     /* One request is one write: no Nagle delay between the request and the next. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -194,7 +240,58 @@ static int read_all(int fd, char *buf, size_t n) {
     return 0;
 }
 
-static void request(struct target *t) {
+/* One sending of request t->seq, whole; the first leaves out every drop_every-th datagram. */
+static void udp_send(struct target *t, int first) {
+    size_t each = t->size / t->n, extra = t->size % t->n;
+    for (uint16_t k = 0; k < t->n; k++) {
+        size_t len = each + (k < extra);
+        if (first && t->drop_every && ++t->sent % t->drop_every == 0)
+            continue;
+        struct udp_hdr h = {.seq = t->seq, .idx = k, .n = t->n};
+        memcpy(t->buf, &h, sizeof h);
+        /* Errors are losses: ECONNREFUSED (a port unreachable for an earlier datagram, a sink
+         * not up yet), ENOBUFS; the resend recovers. */
+        while (send(t->fd, t->buf, len, 0) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+/* 0 once the sink answered request t->seq, -1 if it gave up (past t->give_up). */
+static int udp_request(struct target *t) {
+    t->seq++;
+    udp_send(t, 1);
+    int resent = 0;
+    uint64_t deadline = now_ns() + UDP_TIMEOUT_NS;
+    for (;;) {
+        struct udp_ack a;
+        /* Look before every wait, so that an answer that came while the process was stopped
+         * (tact's hold) is taken, not mistaken for a loss. */
+        ssize_t r = recv(t->fd, &a, sizeof a, MSG_DONTWAIT);
+        if (r == (ssize_t)sizeof a && a.seq == t->seq) {
+            if (resent && !(a.flags & UDP_REACK))
+                __atomic_fetch_add(&t->hdr[3], 1, __ATOMIC_RELAXED);
+            return 0;
+        }
+        if (r >= 0 || errno == EINTR || errno == ECONNREFUSED)
+            continue; /* a stale answer (an earlier request's re-answer), or an ICMP error */
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            die("recv");
+        uint64_t now = now_ns();
+        if (now >= t->give_up)
+            return -1;
+        if (now >= deadline) {
+            udp_send(t, 0);
+            resent = 1;
+            __atomic_fetch_add(&t->hdr[2], 1, __ATOMIC_RELAXED);
+            deadline = now + UDP_TIMEOUT_NS;
+            continue;
+        }
+        struct pollfd p = {.fd = t->fd, .events = POLLIN};
+        poll(&p, 1, (int)((deadline - now + 999999) / 1000000));
+    }
+}
+
+static int request(struct target *t) {
     switch (t->kind) {
     case DISK: {
         off_t off = (off_t)(xorshift(&t->rng) % t->blocks) * (off_t)t->size;
@@ -212,10 +309,13 @@ static void request(struct target *t) {
             die("read (sink closed the connection)");
         break;
     }
+    case UDP:
+        return udp_request(t);
     case CPU:
         spin(t->iters);
         break;
     }
+    return 0;
 }
 
 static struct target open_target(const char *kind, const char *arg, size_t size, uint64_t seed) {
@@ -230,10 +330,19 @@ static struct target open_target(const char *kind, const char *arg, size_t size,
         if (end < (off_t)t.size)
             die("device too small");
         t.blocks = (uint64_t)end / t.size;
-    } else if (strcmp(kind, "net") == 0) {
-        t.kind = NET;
+    } else if (strcmp(kind, "net") == 0 || strcmp(kind, "udp") == 0) {
+        int udp = kind[0] == 'u';
+        t.kind = udp ? UDP : NET;
         t.size = size ? size : 16384;
-        t.fd = connect_to(arg);
+        if (udp) {
+            t.n = (uint16_t)((t.size + UDP_PAYLOAD - 1) / UDP_PAYLOAD);
+            if (t.size < sizeof(struct udp_hdr) * t.n || t.n > UDP_MAX_N) {
+                fprintf(stderr, "loadgen: udp requests of %zu bytes: between 8 and %d\n", t.size,
+                        UDP_PAYLOAD * UDP_MAX_N);
+                exit(2);
+            }
+        }
+        t.fd = connect_to(arg, udp ? SOCK_DGRAM : SOCK_STREAM);
     } else if (strcmp(kind, "cpu") == 0) {
         t.kind = CPU;
         t.iters = strtoull(arg, NULL, 10);
@@ -243,7 +352,7 @@ static struct target open_target(const char *kind, const char *arg, size_t size,
         }
         return t;
     } else {
-        fprintf(stderr, "loadgen: unknown kind %s (disk, net, cpu)\n", kind);
+        fprintf(stderr, "loadgen: unknown kind %s (disk, net, udp, cpu)\n", kind);
         exit(2);
     }
     /* O_DIRECT needs an aligned buffer; the net payload is non-zero so nothing compresses it. */
@@ -276,11 +385,85 @@ static void serve(int c) {
     exit(0);
 }
 
-static _Noreturn void run_sink(const char *port) {
-    /* Started by the harness (through `ip netns exec`, which execs): die with it. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    signal(SIGCHLD, SIG_IGN); /* children are reaped by the kernel */
-    int s = socket(AF_INET6, SOCK_STREAM, 0);
+/* The UDP side: one process for every sender, a request's state per sender address (the last
+ * UDP_PEERS senders; each point's flows are new sockets, so the least recently heard is
+ * forgotten). drop_every > 0 leaves out every drop_every-th first answer (the self-test's loss). */
+#define UDP_PEERS 64
+
+struct udp_peer {
+    struct sockaddr_in6 addr;
+    uint64_t heard; /* a counter, for the least recently heard */
+    uint32_t seq;
+    uint16_t n, got;
+    int done;
+    uint8_t have[UDP_MAX_N];
+};
+
+static _Noreturn void serve_udp(int s, uint64_t drop_every) {
+    static struct udp_peer peers[UDP_PEERS];
+    static char buf[65536];
+    uint64_t clock = 0, answers = 0;
+    for (;;) {
+        struct sockaddr_in6 from;
+        socklen_t fl = sizeof from;
+        ssize_t r = recvfrom(s, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            die("recvfrom");
+        }
+        struct udp_hdr h;
+        if (r < (ssize_t)sizeof h)
+            continue;
+        memcpy(&h, buf, sizeof h);
+        if (h.n == 0 || h.n > UDP_MAX_N || h.idx >= h.n)
+            continue;
+        struct udp_peer *p = NULL, *oldest = &peers[0];
+        for (int k = 0; k < UDP_PEERS && !p; k++) {
+            if (peers[k].heard && memcmp(&peers[k].addr, &from, sizeof from) == 0)
+                p = &peers[k];
+            else if (peers[k].heard < oldest->heard)
+                oldest = &peers[k];
+        }
+        if (!p) {
+            p = oldest;
+            memset(p, 0, sizeof *p);
+            p->addr = from;
+        }
+        p->heard = ++clock;
+        if (h.seq != p->seq || p->n == 0) {
+            if (p->n != 0 && (int32_t)(h.seq - p->seq) < 0)
+                continue; /* an earlier request's datagram, late */
+            p->seq = h.seq;
+            p->n = h.n;
+            p->got = 0;
+            p->done = 0;
+            memset(p->have, 0, h.n);
+        }
+        struct udp_ack a = {.seq = h.seq, .n = h.n, .flags = 0};
+        if (p->done) {
+            /* Complete already: the answer was lost or late; answer the resend once, at its end. */
+            if (h.idx != h.n - 1)
+                continue;
+            a.flags = UDP_REACK;
+        } else {
+            if (!p->have[h.idx]) {
+                p->have[h.idx] = 1;
+                p->got++;
+            }
+            if (p->got < p->n)
+                continue;
+            p->done = 1;
+            if (drop_every && ++answers % drop_every == 0)
+                continue;
+        }
+        while (sendto(s, &a, sizeof a, 0, (struct sockaddr *)&from, fl) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+static int listen_on(const char *port, int type) {
+    int s = socket(AF_INET6, type, 0);
     if (s < 0)
         die("socket");
     int one = 1, zero = 0;
@@ -290,6 +473,24 @@ static _Noreturn void run_sink(const char *port) {
                              .sin6_addr = in6addr_any};
     if (bind(s, (struct sockaddr *)&a, sizeof a) != 0)
         die("bind");
+    return s;
+}
+
+static _Noreturn void run_sink(const char *port, uint64_t drop_every) {
+    /* Started by the harness (through `ip netns exec`, which execs): die with it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGCHLD, SIG_IGN); /* children are reaped by the kernel */
+    int u = listen_on(port, SOCK_DGRAM);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        serve_udp(u, drop_every);
+    }
+    close(u);
+    int one = 1;
+    int s = listen_on(port, SOCK_STREAM);
     if (listen(s, 64) != 0)
         die("listen");
     for (;;) {
@@ -313,16 +514,17 @@ static _Noreturn void run_sink(const char *port) {
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static void usage(void) {
-    fprintf(stderr, "usage: loadgen fg|bg disk DEVICE|net HOST:PORT|cpu ITERS -s START_NS -d SECONDS "
-                    "-o RECORDS [-i INTENSITY] [-c CYCLE_MS] [-b BYTES] [-r SEED] [-n CAPACITY] [-a CPU] [-t TOS]\n"
-                    "       loadgen sink PORT\n"
+    fprintf(stderr, "usage: loadgen fg|bg disk DEVICE|net HOST:PORT|udp HOST:PORT|cpu ITERS -s START_NS -d SECONDS "
+                    "-o RECORDS [-i INTENSITY] [-c CYCLE_MS] [-b BYTES] [-r SEED] [-n CAPACITY] [-a CPU] [-t TOS] "
+                    "[-x N]\n"
+                    "       loadgen sink PORT [N]\n"
                     "       loadgen calibrate WORK_US\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "sink") == 0)
-        run_sink(argv[2]);
+        run_sink(argv[2], argc >= 4 ? strtoull(argv[3], NULL, 10) : 0);
     if (argc >= 3 && strcmp(argv[1], "calibrate") == 0) {
         /* The best of several tries: the machine is shared, and the harness wants the work of an
          * uncontended CPU. */
@@ -351,7 +553,8 @@ int main(int argc, char **argv) {
     const char *out = NULL;
     int cpu = -1, opt;
     optind = 4;
-    while ((opt = getopt(argc, argv, "i:s:d:o:c:b:r:n:a:t:")) != -1) {
+    uint64_t drop_every = 0;
+    while ((opt = getopt(argc, argv, "i:s:d:o:c:b:r:n:a:t:x:")) != -1) {
         switch (opt) {
         case 'i': intensity = atof(optarg); break;
         case 's': start = strtoull(optarg, NULL, 10); break;
@@ -363,6 +566,7 @@ int main(int argc, char **argv) {
         case 'n': cap = strtoull(optarg, NULL, 10); break;
         case 'a': cpu = atoi(optarg); break;
         case 't': tos = atoi(optarg); break;
+        case 'x': drop_every = strtoull(optarg, NULL, 10); break;
         default: usage();
         }
     }
@@ -382,11 +586,15 @@ int main(int argc, char **argv) {
     if (start == 0)
         start = now_ns();
     uint64_t end = start + (uint64_t)(seconds * 1e9);
+    t.drop_every = drop_every;
+    t.give_up = end + UDP_GIVE_UP_NS;
+    t.hdr = rec.hdr;
     uint64_t cycle = (uint64_t)(cycle_ms * 1e6), busy = (uint64_t)(intensity * (double)cycle);
     sleep_until(start);
     if (!fg) {
         for (uint64_t t0; (t0 = now_ns()) < end;) {
-            request(&t);
+            if (request(&t) != 0)
+                return 0;
             record(&rec, t0, now_ns());
         }
         return 0;
@@ -394,7 +602,8 @@ int main(int argc, char **argv) {
     for (uint64_t c0 = start; c0 < end;) {
         uint64_t stop = c0 + busy < end ? c0 + busy : end;
         for (uint64_t t0; (t0 = now_ns()) < stop;) {
-            request(&t);
+            if (request(&t) != 0)
+                return 0;
             record(&rec, t0, now_ns());
         }
         /* The schedule is fixed: a request that overran into the next cycle delays that cycle's

@@ -6,7 +6,11 @@
 
 tbf on the fg namespace's egress toward the sink is the bottleneck both flows share, one FIFO
 (claim 1's fair share with no control). A request is one TCP write of `size` bytes to the sink,
-which answers one byte; one request outstanding per flow. The bg sender has a namespace of its
+which answers one byte; one request outstanding per flow. With `proto="udp"` (`--net-proto`) a
+request is the same `size` bytes as datagrams of at most 1472 bytes (no fragmentation), answered
+by one small datagram once all arrived, and sent again whole after 200 ms without an answer
+(loadgen.c); the rig is the same, in namespaces and links of its own (`-u` in their names), so
+that `--net-proto both` measures TCP and UDP in one run. The bg sender has a namespace of its
 own, so `tact run --idle net:IFACE` running in the fg namespace sees the bottleneck interface's
 traffic (fg + bg) and the job's own traffic exactly in /proc/PID/net/dev of the job (tact-linux's
 NetReader::job_counters); fg activity is the difference.
@@ -17,6 +21,12 @@ packets, which the fg namespace forwards from the bg namespace, at the ingress o
 enter through (docs/idle.md, "A job in a network namespace of its own"). The baselines send the
 same unmarked packets as before the marking moved to tact (until 26 Nov the bg sender marked its
 own socket, `loadgen -t 4`, which tbf's bfifo ignored).
+
+With UDP the own-traffic count and the marking are the same: the job's namespace counts its
+datagrams and the sink's answers, and the ingress chain marks every IP packet, whatever the
+protocol. Under tact-htb, where the job's class counts what it sends (every protocol) and its TCP
+sockets what it receives, the sink's answers to the job (one 50-byte frame a request, under
+40 kB/s) count as foreground: less than θ (4 KiB) in any probe interval up to 100 ms.
 
 The two counters are read at different points of the path: the job's bytes when they leave the bg
 namespace, the bottleneck's when tbf releases them, up to one request later, so a gate that takes
@@ -70,33 +80,47 @@ def remove_stale():
 
 
 SHAPERS = ("tbf", "tact-htb")
+PROTOS = ("tcp", "udp")
 # The htb quantum of tact's tree (tact-linux actuate/htb.rs QUANTUM): one Ethernet frame.
 HTB_QUANTUM = 1514
 
 
+def rig_name(proto):
+    """The rig's name in the plan, results.json and the tables: `net` (TCP, as before UDP came) or
+    `net-udp`."""
+    return "net" if proto == "tcp" else f"net-{proto}"
+
+
 class NetRig:
-    name = "net"
     baselines = ["none", "sched-idle", "nice"]
     unit = "requests/s"
 
-    def __init__(self, loadgen, rate_mbit, size, procs, shaper="tbf"):
+    def __init__(self, loadgen, rate_mbit, size, procs, shaper="tbf", proto="tcp"):
         if shaper not in SHAPERS:
             raise ValueError(f"net shaper {shaper!r}: one of {', '.join(SHAPERS)}")
+        if proto not in PROTOS:
+            raise ValueError(f"net proto {proto!r}: one of {', '.join(PROTOS)}")
         self.loadgen = loadgen
         self.rate = rate_mbit
         self.size = size
         self.procs = procs
         self.shaper = shaper
+        self.proto = proto
+        self.name = rig_name(proto)
+        self.kind = "net" if proto == "tcp" else "udp"  # loadgen's KIND
         pid = os.getpid()
         kinds = ("fg", "bg", "sink") if shaper == "tbf" else ("fg", "sink")
-        self.ns = {k: f"{NS_PREFIX}{pid}-{k}" for k in kinds}
-        self.link = f"tis{pid}"  # the bottleneck, in the fg namespace (<= 15 characters)
+        # The UDP rig's own namespaces and links (`-u`, `tiu`, `tiv`), beside the TCP rig's.
+        u = "" if proto == "tcp" else "u"
+        self.ns = {k: f"{NS_PREFIX}{pid}-{u}{k}" for k in kinds}
+        self.link = f"tiu{pid}" if u else f"tis{pid}"  # the bottleneck, in the fg namespace (<= 15 chars)
+        self.bg_link = f"tiv{pid}" if u else f"tib{pid}"  # bg's veth, in the fg namespace (tbf)
         self.plain_htb_up = False
         # tact's own tree at the same rate (tact-htb); with tbf, tact grafts its tree under tbf
         # (at twice tbf's rate, so that tbf still shapes) and puts tbf's bfifo back at its end.
         self.tact_args = ["--net-rate", f"{rate_mbit}mbit"] if shaper == "tact-htb" else []
         self.info = {"rate_mbit": rate_mbit, "request_bytes": size, "namespaces": dict(self.ns),
-                     "bottleneck": self.link, "shaper": shaper}
+                     "bottleneck": self.link, "shaper": shaper, "proto": proto}
 
     def setup(self, cleanup):
         remove_stale()
@@ -104,13 +128,12 @@ class NetRig:
             sh("ip", "netns", "add", ns)
             cleanup.push(f"netns {ns}", lambda ns=ns: sh("ip", "netns", "del", ns))
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        pid = os.getpid()
         fg, sink = self.ns["fg"], self.ns["sink"]
-        sink_sink = f"tis{pid}p"
+        sink_sink = f"{self.link}p"
         sh("ip", "-n", fg, "link", "add", self.link, "type", "veth", "peer", "name", sink_sink, "netns", sink)
         addrs = [(fg, self.link, "10.201.1.1/24"), (sink, sink_sink, "10.201.1.2/24")]
         if "bg" in self.ns:
-            bg, bg_fg, bg_bg = self.ns["bg"], f"tib{pid}", f"tib{pid}p"
+            bg, bg_fg, bg_bg = self.ns["bg"], self.bg_link, f"{self.bg_link}p"
             sh("ip", "-n", fg, "link", "add", bg_fg, "type", "veth", "peer", "name", bg_bg, "netns", bg)
             addrs += [(fg, bg_fg, "10.201.2.1/24"), (bg, bg_bg, "10.201.2.2/24")]
         for ns, dev, addr in addrs:
@@ -134,7 +157,8 @@ class NetRig:
         self.info["sink_pid"] = sink_proc.pid
         self.resource = f"net:{self.link}"
         self.target = f"10.201.1.2:{PORT}"
-        log(f"net rig ({self.shaper}): namespaces " + ", ".join(f"{ns} ({k})" for k, ns in self.ns.items())
+        log(f"{self.name} rig ({self.shaper}, {self.proto}): namespaces "
+            + ", ".join(f"{ns} ({k})" for k, ns in self.ns.items())
             + f"; {self.info['qdisc']} on {self.link}")
 
     def root_qdisc(self):
@@ -175,12 +199,12 @@ class NetRig:
             raise RuntimeError(f"tact did not set up its htb tree and marking on {self.link}: {gate or start}")
 
     def fg(self, intensity, start_ns, seconds, out):
-        return ["ip", "netns", "exec", self.ns["fg"], self.loadgen, "fg", "net", self.target, "-i", str(intensity),
+        return ["ip", "netns", "exec", self.ns["fg"], self.loadgen, "fg", self.kind, self.target, "-i", str(intensity),
                 "-s", str(start_ns), "-d", str(seconds), "-o", out, "-b", str(self.size)]
 
     def bg(self, start_ns, seconds, out):
         # Unmodified in both rigs: tact marks its packets (the module's docstring).
-        return [self.loadgen, "bg", "net", self.target, "-s", str(start_ns), "-d", str(seconds), "-o", out,
+        return [self.loadgen, "bg", self.kind, self.target, "-s", str(start_ns), "-d", str(seconds), "-o", out,
                 "-b", str(self.size)]
 
     def place_bg(self, cmd):

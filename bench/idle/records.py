@@ -1,27 +1,42 @@
-"""The load generator's record files (loadgen.c: a 16-byte header { magic, count } and one
-{ start_ns, end_ns } per completed request, CLOCK_MONOTONIC) and what the benchmark computes
-from them: completions and latencies inside the measured window."""
+"""The load generator's record files (loadgen.c: a 32-byte header { magic, count, resends, lost }
+and one { start_ns, end_ns } per completed request, CLOCK_MONOTONIC) and what the benchmark
+computes from them: completions and latencies inside the measured window, and a UDP flow's
+resends over its whole run."""
 import os
 import statistics
 import struct
 
-MAGIC = 0x31656C6469746361
+MAGIC = 0x32656C6469746361  # "actidle2"
+HEADER = 32
 CAPACITY = 1 << 21
+
+
+def header(path):
+    """(count, resends, lost) of a record file, or None if the process never created it. resends:
+    the UDP requests sent again after 200 ms without an answer (each time); lost: the completed
+    ones among them whose datagrams the sink lacked (loadgen.c)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER)
+    except FileNotFoundError:
+        return None
+    if len(head) < HEADER:
+        return None
+    magic, n, resends, lost = struct.unpack("<4Q", head)
+    if magic != MAGIC:
+        raise ValueError(f"{path}: not a loadgen record file")
+    return n, resends, lost
 
 
 def read(path):
     """[(start_ns, end_ns)] of one record file; [] if the process never created it."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-            if len(head) < 16:
-                return []
-            magic, n = struct.unpack("<QQ", head)
-            if magic != MAGIC:
-                raise ValueError(f"{path}: not a loadgen record file")
-            data = f.read(16 * n)
-    except FileNotFoundError:
+    head = header(path)
+    if head is None:
         return []
+    n = head[0]
+    with open(path, "rb") as f:
+        f.seek(HEADER)
+        data = f.read(16 * n)
     vals = struct.unpack(f"<{2 * n}Q", data[:16 * n])
     return list(zip(vals[0::2], vals[1::2]))
 
@@ -43,10 +58,11 @@ def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         p = os.path.join(tmp, "r")
         with open(p, "wb") as f:
-            f.write(struct.pack("<QQ", MAGIC, 3) + struct.pack("<6Q", 0, 10, 10, 30, 30, 2_000_000_000))
+            f.write(struct.pack("<4Q", MAGIC, 3, 2, 1) + struct.pack("<6Q", 0, 10, 10, 30, 30, 2_000_000_000))
             f.write(b"\0" * 64)  # capacity beyond the count is ignored
         recs = read(p)
         assert recs == [(0, 10), (10, 30), (30, 2_000_000_000)], recs
+        assert header(p) == (3, 2, 1)
         w = window(recs, 0, 1_000_000_000)
         assert w["n"] == 2 and w["rate"] == 2.0 and abs(w["lat_mean"] - 15e-9) < 1e-15, w
-        assert read(os.path.join(tmp, "missing")) == []
+        assert read(os.path.join(tmp, "missing")) == [] and header(os.path.join(tmp, "missing")) is None

@@ -43,15 +43,21 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import model  # noqa: E402
 import records  # noqa: E402
+import test_udp  # noqa: E402
 from common.lifecycle import DEFAULT_LOCK, Cleanup, log, take_lock  # noqa: E402
 from common.procs import terminate_tree  # noqa: E402
 from cpu import CpuRig  # noqa: E402
 from disk import DiskRig  # noqa: E402
+from net import PROTOS as NET_PROTOS  # noqa: E402
 from net import SHAPERS as NET_SHAPERS  # noqa: E402
 from net import NetRig  # noqa: E402
+from net import rig_name as net_rig_name  # noqa: E402
 
 CLEANUP = Cleanup()
 RIGS = ["disk", "net", "cpu"]
+# `--rigs net` is one rig per `--net-proto`: `net` (TCP) and `net-udp`, in this order in the tables.
+NET_RIGS = [net_rig_name(p) for p in NET_PROTOS]
+RIG_ORDER = ["disk", *NET_RIGS, "cpu"]
 WRAP = {"none": [], "nice": ["nice", "-n", "19"], "ionice": ["ionice", "-c3"], "sched-idle": ["chrt", "-i", "0"]}
 FG_TARGET, BG_TARGET, AUTO_POINTS = 0.90, 0.70, 0.05
 LEAD_S = 1.0      # between spawning a point's processes and its common start (tact starts meanwhile)
@@ -102,7 +108,7 @@ def modes_of(rig_name, rig_cls, pis, tact_ok):
 def make_plan(params, rigs, tact_ok):
     """[(rig, rep, intensity, mode)] in run order: per rep and rig, r_max first (alone at i = 1),
     then each intensity's modes with the order rotated per rep and intensity."""
-    classes = {"disk": DiskRig, "net": NetRig, "cpu": CpuRig}
+    classes = {"disk": DiskRig, "cpu": CpuRig, **{n: NetRig for n in NET_RIGS}}
     plan = []
     for rep in range(params["reps"]):
         for rig in rigs:
@@ -239,6 +245,10 @@ def run_point(env, rig, rep, i, m, params):
     for who, path in (("fg", fg_out), ("bg", bg_out)):
         recs = records.read(path)
         res[who] = records.window(recs, t0, t1)
+        head = records.header(path)
+        if getattr(rig, "proto", None) == "udp" and head:
+            # Over the flow's whole run (warm-up included): resends are rare and not per window.
+            res[who]["resends"], res[who]["lost"] = head[1], head[2]
         if len(recs) >= records.CAPACITY:
             res[f"{who}_truncated"] = True
         if os.path.exists(path):
@@ -291,7 +301,7 @@ def analyse(results, params):
     """Per rig: the baselines (r(i), r_max, τ) and one row per (intensity, mode) with the means over
     repetitions, normalised; then the targets."""
     out = {}
-    for rig in RIGS:
+    for rig in RIG_ORDER:
         rs = [r for r in results if r["rig"] == rig and "error" not in r]
         if not rs:
             continue
@@ -315,6 +325,7 @@ def analyse(results, params):
             r_i, lat_i, p95_i = base[i]
             fg, bg = mean_of(v, "fg", "rate") or 0.0, mean_of(v, "bg", "rate") or 0.0
             lat, p95 = mean_of(v, "fg", "lat_mean"), mean_of(v, "fg", "lat_p95")
+            bg_lat = mean_of(v, "bg", "lat_mean")
             # With (almost) nothing left idle, bg's share of it is noise: not reported.
             idle = r_max - r_i if r_max - r_i > 0.05 * r_max else None
             row = {"intensity": i, "label": label, "mode": v[0]["mode"], "pi_ms": v[0]["pi_ms"], "reps": len(v),
@@ -322,7 +333,14 @@ def analyse(results, params):
                    "bg_idle": bg / idle if idle else None, "idle_rate": r_max - r_i,
                    "lat_x": lat / lat_i if lat and lat_i else None,
                    "p95_x": p95 / p95_i if p95 and p95_i else None,
+                   # bg alone would be r_max's requests: each τ long
+                   "bg_lat_x": bg_lat / tau if bg_lat and tau else None,
                    "failed": sum(1 for x in v if x.get("fg_rc") or x.get("bg_rc"))}
+            if any("resends" in x.get(w, {}) for x in v for w in ("fg", "bg")):
+                # UDP: summed over the repetitions, fg and bg apart.
+                for w in ("fg", "bg"):
+                    for k in ("resends", "lost"):
+                        row[f"{w}_{k}"] = sum(x.get(w, {}).get(k, 0) for x in v)
             if isinstance(row["pi_ms"], (int, float)) and rig != "cpu":
                 row["model_fg_n"], row["model_bg_n"] = model.predict(i, r_i, row["pi_ms"] / 1000, tau, r_max)
             rows.append(row)
@@ -372,11 +390,19 @@ def pct(x):
     return "–" if x is None else f"{100 * x:.0f}"
 
 
+def resent(row):
+    """A UDP cell's resends, fg+bg (the table's note); nothing when none."""
+    f, b = row.get("fg_resends", 0), row.get("bg_resends", 0)
+    return f" r{f}+{b}" if f or b else ""
+
+
 def print_tables(summary, skipped, rig_info):
     for rig, s in summary.items():
-        unit = {"disk": DiskRig.unit, "net": NetRig.unit, "cpu": CpuRig.unit}[rig]
-        shaper = rig_info.get(rig, {}).get("shaper")  # net: tbf or tact-htb
-        print(f"\n## {rig}{f' ({shaper})' if shaper else ''}: r_max {s['r_max']:.1f} {unit}, "
+        unit = {"disk": DiskRig.unit, "cpu": CpuRig.unit}.get(rig, NetRig.unit)
+        info = rig_info.get(rig, {})
+        # net: tbf or tact-htb, and the protocol (results.json from before UDP has none)
+        how = ", ".join(x.upper() if x in NET_PROTOS else x for x in (info.get("shaper"), info.get("proto")) if x)
+        print(f"\n## {rig}{f' ({how})' if how else ''}: r_max {s['r_max']:.1f} {unit}, "
               f"τ {1e3 * s['tau_s']:.2f} ms (fg alone at i = 1)\n")
         labels = []
         for r in s["rows"]:
@@ -396,8 +422,15 @@ def print_tables(summary, skipped, rig_info):
                     cells.append("")
                     continue
                 lat = f" ({r['lat_x']:.1f}×)" if r.get("lat_x") else ""
-                cells.append(f"{pct(r['fg_n'])}/{pct(r['bg_idle'])}{lat}" + (" !" if r["failed"] else ""))
+                cells.append(f"{pct(r['fg_n'])}/{pct(r['bg_idle'])}{lat}" + resent(r) + (" !" if r["failed"] else ""))
             print(f"| {i:g} | {s['baseline'].get(str(i), 0):.1f} | " + " | ".join(cells) + " |")
+        udp = [r for r in s["rows"] if "fg_resends" in r]
+        if udp:
+            n = {k: sum(r[f"{w}_{k}"] for r in udp for w in ("fg", "bg")) for k in ("resends", "lost")}
+            print(f"\nUDP: r F+B after a cell = requests fg and bg sent again after 200 ms without an answer "
+                  f"(over every repetition, warm-up included; none where no r); {n['resends']} resends in all, "
+                  f"{n['lost']} of them for datagrams lost (the rest: the answer lost or late). Only "
+                  f"completed requests count in the rates and latencies.")
         print()
         for t in s["targets"]:
             if rig == "cpu":
@@ -435,14 +468,52 @@ def print_tables(summary, skipped, rig_info):
         print("\nSKIPPED: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
 
 
+def cell_edges(values, lo, hi, width):
+    """The edges of cells centred on sorted `values`: midway between neighbours, the outer ones half the
+    nearest gap out (half `width` for a single value, which would otherwise get a cell of no width),
+    kept within [lo, hi] so that the axes start at i = 0 and p = 0."""
+    v = list(values)
+    first = v[1] - v[0] if len(v) > 1 else width
+    last = v[-1] - v[-2] if len(v) > 1 else width
+    mids = [(a + b) / 2 for a, b in zip(v, v[1:])]
+    return [max(lo, v[0] - first / 2)] + mids + [min(hi, v[-1] + last / 2)]
+
+
+def draw_grid(fig, ax, ii, pp, z, norm, cmap, levels):
+    """One panel: z (PIs x intensities) as cells with their values written in, contour lines over it
+    where the grid has two or more of both."""
+    import numpy as np
+    x = cell_edges(ii, 0.0, 1.0, 0.1)
+    y = cell_edges(pp, 0.0, float("inf"), max(10.0, 0.4 * pp[0]))
+    mesh = ax.pcolormesh(x, y, z, shading="flat", norm=norm, cmap=cmap)
+    if len(ii) * len(pp) <= 60:
+        # In the middle of each cell, which a cell at the axis's end is not centred on.
+        for k, j in ((k, j) for k in range(len(pp)) for j in range(len(ii))):
+            if not np.isnan(z[k][j]):
+                ax.text((x[j] + x[j + 1]) / 2, (y[k] + y[k + 1]) / 2, f"{z[k][j]:.2f}", ha="center",
+                        va="center", fontsize=7, color="black" if norm(z[k][j]) > 0.6 else "white")
+    levels = [v for v in levels if np.nanmin(z) < v < np.nanmax(z)] if not np.isnan(z).all() else []
+    if len(ii) >= 2 and len(pp) >= 2 and levels:
+        cs = ax.contour(ii, pp, z, levels=levels, colors="white", linewidths=0.8)
+        ax.clabel(cs, fmt="%g", fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, y[-1])
+    ticks = [v for v in (0, 0.2, 0.4, 0.6, 0.8, 1, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
+             if norm.vmin <= v <= norm.vmax]
+    fig.colorbar(mesh, ax=ax, ticks=ticks, format="%g").minorticks_off()
+
+
 def plot(summary, outdir):
-    """Per rig with fixed PIs: the thesis's contour plots (fg and bg throughput over intensity x PI,
-    normalised), measured and the model's, side by side. Returns the files written."""
+    """Per rig with fixed PIs: the thesis's contour plots over intensity x PI, normalised: fg and bg
+    throughput measured and the model's, and fg and bg latency measured (fg's mean by fg alone's at
+    the same i, as the tables' ×; bg's by τ, a request's on the idle resource). Returns the files
+    written."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import numpy as np
+        from matplotlib.colors import LogNorm, Normalize
     except ImportError as e:
         log(f"no plot ({e}): pip install -r bench/requirements.txt")
         return []
@@ -454,22 +525,35 @@ def plot(summary, outdir):
         ii = sorted({r["intensity"] for r in grid})
         pp = sorted({r["pi_ms"] for r in grid})
         at = {(r["intensity"], r["pi_ms"]): r for r in grid}
-        fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), sharex=True, sharey=True)
-        for col, (key, what) in enumerate((("fg_n", "fg / r(i)"), ("bg_n", "bg / r_max"))):
-            for row, (prefix, src) in enumerate((("", "measured"), ("model_", "model"))):
-                z = np.array([[at[(i, p)][prefix + key] if (i, p) in at else np.nan for i in ii] for p in pp])
+
+        def values(key):
+            return np.array([[at[(i, p)].get(key) if (i, p) in at and at[(i, p)].get(key) is not None
+                              else np.nan for i in ii] for p in pp], dtype=float)
+
+        share = dict(norm=Normalize(0, 1.05), cmap="viridis", levels=[0.1, 0.3, 0.5, 0.7, 0.9])
+        lats = np.concatenate([values("lat_x").ravel(), values("bg_lat_x").ravel()])
+        lats = lats[~np.isnan(lats)]
+        # Latency ratios run from about 1 to hundreds (bg held for seconds): a log scale from 1.
+        low, top = (min(1.0, lats.min()), max(2.0, lats.max())) if lats.size else (1.0, 2.0)
+        slow = dict(norm=LogNorm(low, top), cmap="magma", levels=[1.2, 1.5, 2, 3, 5, 10, 30, 100])
+        panels = [[("fg_n", "fg throughput / r(i), measured", share),
+                   ("bg_n", "bg throughput / r_max, measured", share)],
+                  [("model_fg_n", "fg throughput / r(i), model", share),
+                   ("model_bg_n", "bg throughput / r_max, model", share)],
+                  [("lat_x", "fg latency / fg alone's, measured", slow),
+                   ("bg_lat_x", "bg latency / τ, measured", slow)]]
+        fig, axes = plt.subplots(3, 2, figsize=(11, 12), sharex=True, sharey=True)
+        for row, pair in enumerate(panels):
+            for col, (key, what, style) in enumerate(pair):
                 ax = axes[row][col]
-                mesh = ax.pcolormesh(ii, pp, z, shading="nearest", vmin=0, vmax=1.05, cmap="viridis")
-                if len(ii) >= 2 and len(pp) >= 2 and not np.isnan(z).all():
-                    cs = ax.contour(ii, pp, z, levels=[0.1, 0.3, 0.5, 0.7, 0.9], colors="white", linewidths=0.8)
-                    ax.clabel(cs, fmt="%.1f", fontsize=7)
-                ax.set_title(f"{rig}: {what}, {src}")
-                if row == 1:
+                draw_grid(fig, ax, ii, pp, values(key), **style)
+                ax.set_title(f"{rig}: {what}", fontsize=10)
+                if row == len(panels) - 1:
                     ax.set_xlabel("fg intensity i")
                 if col == 0:
                     ax.set_ylabel("preemption interval p (ms)")
-                fig.colorbar(mesh, ax=ax)
-        fig.suptitle(f"tact run --idle {rig}: r_max {s['r_max']:.1f}/s, τ {1e3 * s['tau_s']:.2f} ms")
+        resource = "net (UDP)" if rig == "net-udp" else rig
+        fig.suptitle(f"tact run --idle {resource}: r_max {s['r_max']:.1f}/s, τ {1e3 * s['tau_s']:.2f} ms")
         fig.tight_layout()
         path = os.path.join(outdir, f"idle-{rig}.png")
         fig.savefig(path, dpi=110)
@@ -507,10 +591,14 @@ def detect_tact(path):
 def self_test():
     model.self_test()
     records.self_test()
+    test_udp.self_test()
     plan = make_plan(PRESETS["quick"], RIGS, True)
     assert plan[0] == ("disk", 0, 1.0, {"mode": "alone"}), plan[0]
     assert sum(1 for x in plan if x[0] == "disk") == 1 + 1 + 3 + 2 + 1, plan
     assert {mode_label(m) for r, _, _, m in plan if r == "cpu"} == {"alone", "none", "nice", "tact"}
+    both = dict(PRESETS["quick"], **{"net-udp": PRESETS["quick"]["net"]})
+    plan = make_plan(both, ["net", "net-udp"], True)
+    assert [x for x in plan if x[0] == "net-udp"] == [("net-udp",) + x[1:] for x in plan if x[0] == "net"], plan
     # targets on a hand-made grid: p = 20 keeps fg at 92% with the most bg
     rows = [{"intensity": 0.5, "label": mode_label({"mode": "tact", "pi": p}), "mode": "tact", "pi_ms": p,
              "fg_n": fg, "bg_idle": bg} for p, fg, bg in ((0, 0.6, 0.9), (20, 0.92, 0.75), (40, 0.99, 0.5))]
@@ -549,6 +637,9 @@ def main():
                     help="net: the bottleneck, tbf or tact's own htb tree (tact --net-rate; the other modes "
                          "over a plain htb); see net.py")
     ap.add_argument("--net-size", type=int, default=16384, help="net: bytes per request")
+    ap.add_argument("--net-proto", choices=[*NET_PROTOS, "both"], default="tcp",
+                    help="net: TCP requests, UDP (datagrams of <= 1472 bytes, one answer; resent after 200 ms), "
+                         "or both, each its own rig (net, net-udp) and table")
     ap.add_argument("--cpu", type=int, help="cpu: the CPU both processes share (default: the last)")
     ap.add_argument("--work-ms", type=float, default=1.0, help="cpu: one request's work, ms of an idle CPU")
     ap.add_argument("--tact", default=os.environ.get("TACT", os.path.join(REPO, "target", "release", "tact")),
@@ -597,6 +688,12 @@ def main():
     if "disk" in rigs and not shutil.which("losetup"):
         skipped["disk"] = "losetup not found (util-linux)"
     rigs = [r for r in rigs if r not in skipped]
+    if "net" in rigs:
+        protos = NET_PROTOS if args.net_proto == "both" else (args.net_proto,)
+        k = rigs.index("net")
+        rigs[k:k + 1] = [net_rig_name(p) for p in protos]
+        for p in protos:
+            params[net_rig_name(p)] = params["net"]
     plan = make_plan(params, rigs, tact_err is None)
     est = estimate(params, plan)
     est_all = estimate(params, make_plan(params, rigs, True))
@@ -633,7 +730,8 @@ def main():
     subprocess.run(["cc", "-O2", "-Wall", "-o", loadgen, os.path.join(HERE, "loadgen.c")], check=True)
     cpus = sorted(os.sched_getaffinity(0))
     made = {"disk": lambda: DiskRig(loadgen, args.service_ms, args.disk_bytes),
-            "net": lambda: NetRig(loadgen, args.net_rate, args.net_size, env.procs, args.net_shaper),
+            **{net_rig_name(p): lambda p=p: NetRig(loadgen, args.net_rate, args.net_size, env.procs, args.net_shaper, p)
+               for p in NET_PROTOS},
             "cpu": lambda: CpuRig(loadgen, args.cpu if args.cpu is not None else cpus[-1], args.work_ms)}
     live = {}
     for rig in rigs:
@@ -655,6 +753,7 @@ def main():
         log(f"[{k + 1}/{len(plan)}] {rig} i={i:g} {mode_label(m)}: fg {fg['rate']:.1f}/s"
             + (f" ({1e3 * fg['lat_mean']:.1f} ms)" if "lat_mean" in fg else "") + f", bg {bg['rate']:.1f}/s"
             + (f", outside load {100 * res['outside_cpu']:.1f}% (try {res['tries']})" if "outside_cpu" in res else "")
+            + (f", resent fg {fg['resends']} bg {bg.get('resends', 0)}" if "resends" in fg else "")
             + (f"  FAILED: {', '.join(bad)}: " + (res.get(f"{bad[0]}_output") or "").strip()[-300:] if bad else ""))
     saved["env"]["run_seconds"] = time.monotonic() - t_start
     saved["env"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
