@@ -179,6 +179,8 @@ fn check_steps(params: &TuneParams, trace: &[Transition]) {
             Reason::Floor => assert!(to == from || Some(to) == prev_count, "{t:?}"),
             // The hint's room rule (no hints here): a cycle from the steady count itself.
             Reason::Room => assert_eq!(to, from, "{t:?}"),
+            // Only coordinated controllers told of a newcomer end a cycle this way.
+            Reason::Joined => panic!("not coordinated: {t:?}"),
         }
         if to != from {
             prev_count = Some(from);

@@ -320,6 +320,158 @@ fn without_coordinate_grants_change_nothing_and_no_turn_is_wanted() {
     assert_eq!(granted.targets, plain.targets);
 }
 
+/// A coordinated pool, granted its first turn, run until `at` holds of it (mid-cycle).
+fn holding(at: impl FnMut(&Pool) -> bool) -> Pool {
+    let mut pool = coordinated(paper(4), |n, _| rate(n));
+    grant(&mut pool);
+    assert!(pool.run_until(MAX, at));
+    assert!(pool.tcc.wants_turn());
+    pool
+}
+
+/// Tells the holder that a second instance joined, checks that nothing moves until its next
+/// event, and that this event (a tick at the same time) ends the cycle in Steady at `back`,
+/// with the turn no longer wanted. Returns the pool there.
+fn join(mut pool: Pool, back: usize) -> Pool {
+    let (phase, count, len) = (pool.tcc.phase(), pool.tcc.target(), pool.trace.len());
+    pool.tcc.set_instances(2);
+    // The call has no time and no answer: the cycle ends at the next event.
+    assert!(pool.tcc.drain_trace().is_empty());
+    assert_eq!((pool.tcc.phase(), pool.tcc.target()), (phase, count));
+    let answer = pool.tcc.on_tick(pool.now);
+    pool.trace.extend(pool.tcc.drain_trace());
+    assert_eq!(pool.trace.len(), len + 1, "{:?}", &pool.trace[len..]);
+    let t = pool.trace.last().unwrap();
+    assert_eq!(
+        (t.from, t.to, t.reason, t.target_from, t.target_to, t.at),
+        (phase, Phase::Steady, Reason::Joined, count, back, pool.now)
+    );
+    assert_eq!(answer, (back != count).then_some(back));
+    assert_eq!(pool.tcc.phase(), Phase::Steady);
+    assert!(!pool.tcc.wants_turn(), "the turn is given up");
+    // The tasks above the new count retire as they finish.
+    pool.in_flight = pool.in_flight.min(back);
+    pool
+}
+
+/// The move that entered the state the pool is in.
+fn entry(pool: &Pool) -> Transition {
+    pool.trace.last().expect("a transition").clone()
+}
+
+#[test]
+fn a_newcomer_ends_the_holder_s_cycle_at_its_next_event_undoing_the_step_under_way() {
+    // Cycle 0's Base, measuring the count the controller was built with: it stays there.
+    let pool = holding(|p| p.tcc.status().samples > 0);
+    assert!(pool.trace.is_empty());
+    let pool = join(pool, 4);
+    assert_eq!(pool.tcc.status().cycle, 0);
+
+    // An add step under test: back to the count it was taken from (C₁).
+    let pool = holding(|p| p.tcc.phase() == Phase::Add && p.tcc.status().samples > 0);
+    let step = entry(&pool);
+    assert_eq!(step.reason, Reason::Measured);
+    assert!(step.target_to > step.target_from);
+    let back = step.target_from;
+    let mut pool = join(pool, back);
+    // The cycle was short: the steady state is `steady_min` long, so the next cycle (judged
+    // with the newcomer's share) comes due soon; it waits for a grant, as every cycle does.
+    let timeout = pool.tcc.steady_timeout();
+    assert!(timeout <= paper(4).steady_max, "{timeout:?}");
+    let from = pool.tcc.busy();
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= from + timeout + TENTH));
+    assert_eq!(
+        (pool.tcc.phase(), pool.tcc.target(), pool.tcc.wants_turn()),
+        (Phase::Steady, back, true)
+    );
+    assert_eq!(grant(&mut pool), Some(paper(4).base_count(back)));
+
+    // A removal under test: back to the last count kept.
+    let pool = holding(|p| p.tcc.phase() == Phase::Remove && p.tcc.status().samples > 0);
+    let step = entry(&pool);
+    assert!(
+        matches!(step.reason, Reason::MaxDone | Reason::Kept),
+        "{step:?}"
+    );
+    join(pool, step.target_from);
+
+    // A later cycle's Base (its cut): back to the steady count the cycle started from.
+    let mut pool = settle(holding(|_| true), 1);
+    let from = pool.tcc.busy();
+    let timeout = pool.tcc.steady_timeout();
+    assert!(pool.run_until(MAX, |p| p.tcc.busy() >= from + timeout + TENTH));
+    grant(&mut pool);
+    let cut = entry(&pool);
+    assert_eq!((cut.to, cut.reason), (Phase::Base, Reason::Timeout));
+    assert!(cut.target_to < cut.target_from);
+    assert!(pool.run_until(MAX, |p| p.tcc.status().samples > 0));
+    join(pool, cut.target_from);
+}
+
+#[test]
+fn only_more_instances_while_the_turn_is_held_end_a_cycle() {
+    // Told `before` ahead of its first grant (the newcomer's own case: it waits, so nothing
+    // ends), then `during` mid-way through its first add step; its moves to the first steady
+    // state. No peer completes here, so the fair share (which k also sets) judges nothing.
+    let run = |before: usize, during: &[usize]| {
+        let mut pool = coordinated(paper(4), |n, _| rate(n));
+        pool.tcc.set_instances(before);
+        pool.tcc.on_tick(pool.now);
+        assert!(pool.tcc.drain_trace().is_empty());
+        assert!(pool.tcc.wants_turn());
+        grant(&mut pool);
+        assert!(pool.run_until(MAX, |p| p.tcc.phase() == Phase::Add
+            && p.tcc.status().samples > 0));
+        for &k in during {
+            pool.tcc.set_instances(k);
+        }
+        pool.tcc.on_tick(pool.now);
+        pool.trace.extend(pool.tcc.drain_trace());
+        settle(pool, 1).moves()
+    };
+    let quiet = run(0, &[]);
+    assert!(quiet.iter().all(|m| m.2 != Reason::Joined), "{quiet:?}");
+    // Alone is 0 or 1; the same number again, or fewer (a peer left), end nothing.
+    assert_eq!(run(0, &[1]), quiet);
+    assert_eq!(run(1, &[0, 1]), quiet);
+    assert_eq!(run(3, &[3]), quiet);
+    assert_eq!(run(3, &[2, 1]), quiet);
+    // More does (the check above can fail).
+    assert_eq!(run(1, &[2])[1].2, Reason::Joined);
+    assert_eq!(run(3, &[2, 3])[1].2, Reason::Joined);
+
+    // In Steady (the turn given back) a newcomer ends nothing: nothing is under way.
+    let mut pool = settle(holding(|_| true), 1);
+    let len = pool.trace.len();
+    pool.tcc.set_instances(2);
+    assert!(pool.run_until(MAX, |p| p.tcc.wants_turn()));
+    assert_eq!((pool.trace.len(), pool.tcc.phase()), (len, Phase::Steady));
+    // Nor does a newcomer told before the grant that then starts its cycle.
+    grant(&mut pool);
+    assert_eq!(pool.tcc.phase(), Phase::Base);
+    pool.tcc.on_tick(pool.now);
+    pool.trace.extend(pool.tcc.drain_trace());
+    assert_eq!(pool.trace.len(), len + 1);
+}
+
+#[test]
+fn without_coordinate_more_instances_change_nothing() {
+    let run = |tell: bool| {
+        let mut pool = Pool::new(paper(4), |n, _| rate(n));
+        assert!(pool.run_until(MAX, |p| p.tcc.phase() == Phase::Add
+            && p.tcc.status().samples > 0));
+        if tell {
+            pool.tcc.set_instances(2);
+        }
+        assert_eq!(pool.tcc.on_tick(pool.now), None);
+        assert!(!pool.tcc.wants_turn());
+        pool.trace.extend(pool.tcc.drain_trace());
+        let pool = settle(pool, 2);
+        (pool.moves(), pool.targets, pool.tcc.status())
+    };
+    assert_eq!(run(true), run(false));
+}
+
 /// One instance beside `peers` workers of others on a bottleneck whose throughput is
 /// `total(n + peers)`, shared by count (processor sharing): its own throughput is the share
 /// n/(n + peers) of it, the others' the rest. Coordinated (when
@@ -492,6 +644,10 @@ enum Op {
         ms: u64,
     },
     Grant,
+    /// The host tells the number of live instances on the key.
+    Instances {
+        k: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -499,6 +655,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (1u64..400, 0usize..12).prop_map(|(ms, in_flight)| Op::Complete { ms, in_flight }),
         1 => (1u64..3000).prop_map(|ms| Op::Tick { ms }),
         1 => Just(Op::Grant),
+        1 => (0usize..4).prop_map(|k| Op::Instances { k }),
     ]
 }
 
@@ -507,7 +664,8 @@ proptest! {
 
     /// Over any events: a cycle leaves Steady only inside a grant; the turn is wanted whenever
     /// the controller is not in Steady; a grant to a steady controller that wants the turn
-    /// starts its cycle, and any other grant is a no-op.
+    /// starts its cycle, and any other grant is a no-op; more instances told while the turn is
+    /// held end the cycle at the next event (`Joined`), and nothing else does.
     #[test]
     fn cycles_start_only_at_grants(
         ops in prop::collection::vec(op(), 1..600),
@@ -519,6 +677,7 @@ proptest! {
         tcc.coordinate();
         let mut now = Duration::ZERO;
         let mut started_first = false;
+        let (mut instances, mut joined) = (0usize, false);
         for (i, op) in ops.into_iter().enumerate() {
             let granting = matches!(op, Op::Grant) || (first && i == 0);
             if granting {
@@ -550,8 +709,24 @@ proptest! {
                     tcc.on_tick(now);
                 }
                 Op::Grant => {}
+                Op::Instances { k } => {
+                    let holding = started_first && tcc.phase() != Phase::Steady;
+                    joined |= holding && k.max(1) > instances.max(1);
+                    instances = k;
+                    tcc.set_instances(k);
+                    prop_assert!(tcc.drain_trace().is_empty());
+                    continue;
+                }
             }
             let trace = tcc.drain_trace();
+            // A grant is no event: the cycle ends at the next completion or tick.
+            let event = !matches!(op, Op::Grant);
+            let ended = trace.iter().filter(|t| t.reason == Reason::Joined).count();
+            prop_assert_eq!(ended, usize::from(joined && event), "{:?}", trace);
+            if event && std::mem::take(&mut joined) {
+                prop_assert_eq!(trace[0].reason, Reason::Joined);
+                prop_assert_eq!(trace[0].to, Phase::Steady);
+            }
             prop_assert!(trace.iter().all(|t| t.from != Phase::Steady), "{:?}", trace);
             if !started_first {
                 prop_assert!(trace.is_empty(), "before the first grant: {:?}", trace);

@@ -370,11 +370,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect()
         })
         .collect();
-    println!("\nThe real rig's pair (X6 with its 5 ms delay, the second pool joining after 80 s), seeds 1–5: the latecomer's share of the pair's throughput 10–100 s and 0–300 s after the join, and the service's utilization 10–100 s.\n");
+    println!("\nThe real rig's pair (X6 with its 5 ms delay, the second pool joining after 80 s), seeds 1–5: the latecomer's share of the pair's throughput 10–100 s and 0–300 s after the join, the service's utilization 10–100 s, and the time from the join to the latecomer's first turn (coordinated).\n");
     println!(
-        "| pair | hint | latecomer, 10–100 s | latecomer, 0–300 s | service | counts at 100 s |"
+        "| pair | hint | latecomer, 10–100 s | latecomer, 0–300 s | service | counts at 100 s | first turn after |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for runs in &pairs {
         let col = |f: fn(&coord::Latecomer) -> f64| {
             let xs: Vec<f64> = runs.iter().map(f).collect();
@@ -387,14 +387,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 100.0 * hi
             )
         };
+        let waits: Vec<String> = runs
+            .iter()
+            .map(|r| {
+                r.wait
+                    .map_or("–".into(), |w| format!("{:.1} s", w.as_secs_f64()))
+            })
+            .collect();
         println!(
-            "| {} | {} | {} | {} | {} | {:?} |",
+            "| {} | {} | {} | {} | {} | {:?} | {} |",
             coord::mode_name(runs[0].turns),
             if runs[0].hint { "on" } else { "off" },
             col(|r| r.share),
             col(|r| r.share_long),
             col(|r| r.utilization),
             runs.iter().map(|r| r.counts).collect::<Vec<_>>(),
+            waits.join(", "),
+        );
+    }
+    let early: Vec<Vec<coord::Latecomer>> = [false, true]
+        .into_iter()
+        .flat_map(|hint| coord::EARLY_JOINS.map(|join| (hint, join)))
+        .map(|(hint, join)| {
+            (1..=5)
+                .map(|seed| coord::latecomer_at(Turns::Lock, hint, seed, join))
+                .collect()
+        })
+        .collect();
+    println!("\nThe same pair with turn-taking, the second pool joining while the first still explores its first cycles: the time from the join to the latecomer's first turn and its share 10–100 s after the join, median [min–max] of seeds 1–5.\n");
+    println!("| join | hint | first turn after | latecomer, 10–100 s |");
+    println!("|---:|---|---|---|");
+    for runs in &early {
+        let spread = |xs: Vec<f64>, scale: f64, unit: &str| {
+            let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            format!(
+                "{:.1}{unit} [{:.1}–{:.1}]",
+                scale * claims::median(&xs),
+                scale * lo,
+                scale * hi
+            )
+        };
+        let waits = runs
+            .iter()
+            .map(|r| r.wait.map_or(f64::INFINITY, |w| w.as_secs_f64()))
+            .collect();
+        println!(
+            "| {} s | {} | {} | {} |",
+            runs[0].join.as_secs(),
+            if runs[0].hint { "on" } else { "off" },
+            spread(waits, 1.0, " s"),
+            spread(runs.iter().map(|r| r.share).collect(), 100.0, "%"),
         );
     }
 
@@ -603,7 +646,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             "errata": { "e1_n1_hat": e1, "e1_printed": e1_printed },
             "convergence": convergence,
-            "coordination": { "runs": fronts, "checks": coord_checks, "rig_pairs": pairs },
+            "coordination": { "runs": fronts, "checks": coord_checks, "rig_pairs": pairs, "early_joins": early },
             "hint": {
                 "vm": [&vm_plain, &vm_hint],
                 "vm_room": rooms,

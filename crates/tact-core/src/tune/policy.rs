@@ -185,7 +185,9 @@ pub trait Policy {
     /// With [`Policy::coordinate`]: `k` live instances share the bottleneck key, this one
     /// included (`docs/tune.md` "Several instances on one bottleneck", the fair share). The host
     /// calls it whenever the number changes; until then the policy assumes it is alone (k = 1),
-    /// which turns the fair-share rule off. Policies that do not judge shares ignore it.
+    /// which turns the fair-share rule off. A larger k while TCC holds the turn ends its cycle
+    /// at its next event (any, a tick included; [`Reason::Joined`]), so a host sees the new
+    /// target and `wants_turn()` false there. Policies that do not judge shares ignore it.
     fn set_instances(&mut self, k: usize) {
         let _ = k;
     }
@@ -248,6 +250,12 @@ pub enum Reason {
     /// count ran the bottleneck below `util − room`, so a new cycle starts from that count (Base
     /// without the cut) and adds from it.
     Room,
+    /// Coordinated: another instance joined the key (`Policy::set_instances` with a larger k)
+    /// while this one held the turn. The newcomer's completions entered the samples of the
+    /// configuration under way partway through, so its comparison is void: the step is undone
+    /// (back to the count it was taken from) and the cycle ends in Steady, which gives the turn
+    /// up for the newcomer's first cycle.
+    Joined,
 }
 
 /// One state transition of a policy, for traces.

@@ -400,6 +400,7 @@ impl Tcc {
     fn handle(&mut self, event: Event, hint: Option<f64>, pressure: Option<Pressure>) {
         let complete = matches!(event, Event::Complete { .. });
         let (at, advanced) = self.advance(event.at(), complete);
+        self.end_if_joined(at);
         let sampled = complete && self.sample(false);
         if let Some(load) = event.load() {
             self.load = load;
@@ -451,6 +452,10 @@ impl Tcc {
     /// them gains nothing. Outside the turn they are ignored: the steady state watches the
     /// instance's own throughput, and other instances explore then.
     fn handle_peers(&mut self, now: Duration, count: u32) {
+        // A join ends the cycle at any event, a peer's completion included (often the
+        // newcomer's first).
+        let at = self.last_at.map_or(now, |last| now.max(last));
+        self.end_if_joined(at);
         // Starved, the instance takes no samples of its own either.
         if !self.turns.holds(self.phase) || !self.saturated || count == 0 {
             return;
@@ -462,6 +467,23 @@ impl Tcc {
         }
         if sampled || advanced {
             self.step(at);
+        }
+    }
+
+    /// Coordinated, an instance joined the key since the last event while this one held the
+    /// turn ([`Turns::set_instances`]): the cycle ends now, at the count the step under way
+    /// was taken from (`prev`: in Base the count the cycle started from, for cycle 0 the count
+    /// the controller was built with; in Add the step's C₁; in Max the C₁ of the step that led
+    /// there; in Remove the last count kept). The configurations judged before the join were
+    /// judged soundly; the one under way is not (the newcomer's completions entered T partway
+    /// through it), so it is undone as a failed step would be, and no removals follow, since
+    /// they would be judged the same way and the newcomer would wait for them. Steady then
+    /// gives the turn up; its timeout comes from the cycle's length as ever (`steady_min` for
+    /// one cut short early), and the next cycle is judged with the newcomer's share counted.
+    fn end_if_joined(&mut self, at: Duration) {
+        if self.turns.take_joined() && self.turns.holds(self.phase) {
+            let back = self.prev;
+            self.go_steady(at, back, Reason::Joined, false);
         }
     }
 
@@ -1404,9 +1426,12 @@ impl Policy for Tcc {
         (self.target != before).then_some(self.target)
     }
 
-    /// k live instances on the key: the fair share is 1/k (see [`Turns::short`]).
+    /// k live instances on the key: the fair share is 1/k (see [`Turns::short`]). A larger k
+    /// while the turn is held ends the cycle at the next event ([`Reason::Joined`]): this call
+    /// has no time and returns no target.
     fn set_instances(&mut self, k: usize) {
-        self.turns.set_instances(k);
+        let holding = self.turns.holds(self.phase);
+        self.turns.set_instances(k, holding);
     }
 
     fn on_peer_completions(&mut self, now: Duration, count: u32) -> Option<usize> {

@@ -90,6 +90,8 @@ pub(super) struct Turns {
     first: bool,
     /// A start from Steady that waits for a grant.
     due: Option<Start>,
+    /// More instances came while the turn was held: the cycle ends at the next event.
+    joined: bool,
 }
 
 impl Turns {
@@ -103,8 +105,20 @@ impl Turns {
         self.on
     }
 
-    pub fn set_instances(&mut self, k: usize) {
+    /// `k` live instances from now on. More than before (0 and 1 both mean alone) while
+    /// `holding` the turn, coordinated: a newcomer's completions now enter the holder's samples
+    /// partway through a configuration, and it waits for the rest of the cycle, so the cycle is
+    /// to end ([`Turns::take_joined`]). Fewer end nothing: nobody waits for the turn, and
+    /// the completions that leave T can at worst make the step under way look worse, which
+    /// errs towards fewer workers.
+    pub fn set_instances(&mut self, k: usize, holding: bool) {
+        self.joined |= self.on && holding && k.max(1) > self.instances.max(1);
         self.instances = k;
+    }
+
+    /// Whether an instance joined while the turn was held, since the last call.
+    pub fn take_joined(&mut self) -> bool {
+        std::mem::take(&mut self.joined)
     }
 
     /// The fair-share rule applies to a configuration of `n` workers with `share`: coordinated,

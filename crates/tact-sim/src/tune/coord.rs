@@ -278,17 +278,27 @@ pub fn rig_stations() -> [Station; 3] {
     [front, web, Station::Delay { demand: 0.005 }]
 }
 
-pub fn rig_scenario(turns: Turns, hint: bool, seed: u64) -> Scenario {
+/// Earlier joins than the rig's, while the first pool still explores its first cycles (the
+/// rig's second pool came during a cycle, and waited 63 s of its window for its first turn).
+pub const EARLY_JOINS: [Duration; 4] = [
+    Duration::from_secs(20),
+    Duration::from_secs(30),
+    Duration::from_secs(40),
+    Duration::from_secs(50),
+];
+
+/// The rig's pair, the second pool joining at `join`, run for [`RIG_LONG`] after it.
+pub fn rig_scenario(turns: Turns, hint: bool, seed: u64, join: Duration) -> Scenario {
     let model = Alike::new("X6 rig pair", &rig_stations(), 2, 512);
     let mut sc = Scenario {
         spacing: PARETO,
         seed,
         turns,
-        ..Scenario::new(Arc::new(model), params(seed), RIG_JOIN + RIG_LONG)
+        ..Scenario::new(Arc::new(model), params(seed), join + RIG_LONG)
     };
     sc.pools = (0..2)
         .map(|k| PoolSpec {
-            start: RIG_JOIN * k as u32,
+            start: join * k as u32,
             hint,
             ..PoolSpec::new(params(seed ^ (0x5EED * k as u64)))
         })
@@ -302,6 +312,8 @@ pub struct Latecomer {
     pub turns: Turns,
     pub hint: bool,
     pub seed: u64,
+    /// When the second pool started.
+    pub join: Duration,
     /// Over the rig's window (from [`RIG_WARMUP`] to [`RIG_TOGETHER`] after the join) and over
     /// the first [`RIG_LONG`] together.
     pub share: f64,
@@ -310,17 +322,26 @@ pub struct Latecomer {
     pub utilization: f64,
     /// Each pool's count at the end of the rig's window.
     pub counts: [usize; 2],
+    /// From the join to the latecomer's first grant, the start of its first cycle (None:
+    /// independent, or no grant within the run).
+    pub wait: Option<Duration>,
 }
 
+/// The rig's pair as the rig ran it: the second pool joins at [`RIG_JOIN`].
 pub fn latecomer(turns: Turns, hint: bool, seed: u64) -> Latecomer {
-    let out = run(&rig_scenario(turns, hint, seed));
+    latecomer_at(turns, hint, seed, RIG_JOIN)
+}
+
+/// The rig's pair, the second pool joining at `join`.
+pub fn latecomer_at(turns: Turns, hint: bool, seed: u64, join: Duration) -> Latecomer {
+    let out = run(&rig_scenario(turns, hint, seed, join));
     let share = |from: Duration, to: Duration| {
         let r: Vec<f64> = (0..2)
             .map(|k| out.throughput(k, from, to).unwrap_or(0.0))
             .collect();
         r[1] / (r[0] + r[1])
     };
-    let (from, to) = (RIG_JOIN + RIG_WARMUP, RIG_JOIN + RIG_TOGETHER);
+    let (from, to) = (join + RIG_WARMUP, join + RIG_TOGETHER);
     let count = |k: usize| {
         let t = &out.pools[k].targets;
         t.iter().rev().find(|e| e.0 <= to).map_or(0, |e| e.1)
@@ -329,11 +350,13 @@ pub fn latecomer(turns: Turns, hint: bool, seed: u64) -> Latecomer {
         turns,
         hint,
         seed,
+        join,
         share: share(from, to),
-        share_long: share(RIG_JOIN, RIG_JOIN + RIG_LONG),
+        share_long: share(join, join + RIG_LONG),
         utilization: out
             .mean_over(from, to, |_| true, |s| s.op.bottleneck)
             .unwrap_or(f64::NAN),
         counts: [count(0), count(1)],
+        wait: out.pools[1].grants.first().map(|&g| g - join),
     }
 }
