@@ -1,21 +1,26 @@
 //! PSI as a saturation hint (`TuneParams::psi`, `Policy::on_pressure`; spec §6 item 3): memory
-//! or I/O `full` stalls fail an add step the throughput test passed, memory `some` stalls end
-//! the steady state early, no reading ever raises the count, and with the switch off the
-//! readings change nothing.
+//! or I/O `full` stalls fail an add step the throughput test passed, revoke one that stalls on
+//! its own before any verdict, and start a new cycle from Max or Remove; memory `some` stalls
+//! end the steady state early; the stalls a reading still carries from the counts before judge
+//! nothing; no reading ever raises the count, and with the switch off the readings change
+//! nothing.
 
 #[path = "tune_harness.rs"]
 mod harness;
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use harness::{call_checked, paper, settle, sparse, Pool};
 use proptest::prelude::*;
 use tact_core::tune::{
     policy_from_spec, Aimd, AimdParams, Bounds, Decision, Event, Load, Phase, Policy, Pressure,
-    Reason, Tcc, TuneParams,
+    Reason, Tcc, Transition, TuneParams,
 };
 
 const TENTH: Duration = Duration::from_millis(100);
+const SECOND: Duration = Duration::from_secs(1);
 /// Above this many tasks in flight the stalls begin.
 const KNEE: usize = 6;
 
@@ -110,6 +115,235 @@ fn full_stalls_turn_a_better_add_step_into_a_revoked_one() {
             assert!(status.pressure.is_some());
         }
     }
+}
+
+/// 10 tasks/s per worker up to the knee; past it the work goes on 17 times slower (X2's
+/// thrashing), so an add step past it is a loss the thrashing guard catches after 5 batches.
+fn thrashing() -> impl FnMut(usize, u64) -> f64 {
+    |n, _| {
+        let x = 10.0 * n as f64;
+        if n > KNEE {
+            x / 17.0
+        } else {
+            x
+        }
+    }
+}
+
+/// The readings as they come, (time, memory `full`).
+type Log = Rc<RefCell<Vec<(Duration, f64)>>>;
+
+/// Memory `full` as the kernel's avg10 reports it: the share of time `stalled(in flight, now)`
+/// enters an exponential average with a 10 s time constant at each reading (so a count's
+/// stalls take seconds to show, and seconds more to fade after it). Every reading is logged.
+fn avg10(
+    mut stalled: impl FnMut(usize, Duration) -> f64 + 'static,
+    log: Log,
+) -> impl FnMut(usize, Duration) -> Pressure {
+    let mut avg = 0.0;
+    let mut last: Option<Duration> = None;
+    move |n, t| {
+        let share = stalled(n, t);
+        let dt = last.map_or(0.0, |l| (t - l).as_secs_f64());
+        last = Some(t);
+        avg = share + (avg - share) * (-dt / 10.0).exp();
+        log.borrow_mut().push((t, avg));
+        Pressure {
+            memory_full: avg,
+            ..Pressure::default()
+        }
+    }
+}
+
+/// The tasks stall 16/17 of the time past the knee (all of them at once, X2's model).
+fn past_knee(n: usize, _: Duration) -> f64 {
+    if n > KNEE {
+        16.0 / 17.0
+    } else {
+        0.0
+    }
+}
+
+/// The transition that left the state `entered` began, with `entered`'s index.
+fn left(trace: &[Transition], entered: usize) -> &Transition {
+    &trace[entered + 1]
+}
+
+#[test]
+fn an_add_step_that_stalls_is_revoked_before_the_guard_and_its_stalls_judge_nothing_after() {
+    for p in params() {
+        // Without PSI the thrashing guard undoes each step past the knee (shown as slow
+        // start's overshoot in the first cycle).
+        let mut plain = settle(Pool::new(p.clone(), thrashing()), 1);
+        let past: Vec<Decision> = plain
+            .tcc
+            .drain_decisions()
+            .into_iter()
+            .filter(|d| d.c2 > KNEE)
+            .collect();
+        assert!(!past.is_empty());
+        for d in &past {
+            assert!(
+                matches!(d.reason, Reason::GuardSlow | Reason::GuardStalled) && !d.psi,
+                "{d:?}"
+            );
+        }
+        let i = plain
+            .trace
+            .iter()
+            .position(|t| t.to == Phase::Add && t.target_to > KNEE)
+            .expect("a step past the knee");
+        let guard_took = left(&plain.trace, i).at - plain.trace[i].at;
+
+        let log = Log::default();
+        let run = settle(
+            Pool::new(psi(p.clone()), thrashing())
+                .with_pressure(SECOND, avg10(past_knee, log.clone())),
+            1,
+        );
+        // Each step past the knee (slow start's overshoot, then the paper's step) is left by
+        // PSI's revocation, before the guard had its 5 batches and in less than half its time.
+        let steps: Vec<usize> = (0..run.trace.len())
+            .filter(|&i| run.trace[i].to == Phase::Add && run.trace[i].target_to > KNEE)
+            .collect();
+        assert!(!steps.is_empty());
+        for &i in &steps {
+            let revoked = left(&run.trace, i);
+            assert!(revoked.psi, "{:?}", run.moves());
+            assert_eq!(revoked.from, Phase::Add);
+            assert!(matches!(
+                revoked.reason,
+                Reason::Decline | Reason::Overshoot
+            ));
+            assert!(revoked.target_to <= KNEE);
+            assert!(revoked.batches < 5, "{revoked:?}");
+            let took = revoked.at - run.trace[i].at;
+            assert!(
+                took * 2 < guard_took,
+                "{took:?} against the guard's {guard_took:?}"
+            );
+        }
+        // Nothing else is PSI's, although avg10 still carried the last step's stalls above
+        // psi_full through the removal after it (the count's own stalls are 0 there): the
+        // removal is judged by throughput, and the steady count is the guard's.
+        let marked: Vec<&Transition> = run.trace.iter().filter(|t| t.psi).collect();
+        assert_eq!(marked.len(), steps.len(), "{:?}", run.moves());
+        assert_eq!(run.tcc.status().psi, steps.len() as u64);
+        let last = steps[steps.len() - 1];
+        let (from, to) = (left(&run.trace, last), left(&run.trace, last + 1));
+        assert_eq!((from.to, to.from), (Phase::Remove, Phase::Remove));
+        let carried = log
+            .borrow()
+            .iter()
+            .filter(|(t, x)| *t > from.at && *t < to.at && *x > p.psi_full)
+            .count();
+        assert!(carried >= 3, "{:?} {:?}: {:?}", from, to, log.borrow());
+        assert_eq!(run.tcc.target(), plain.tcc.target(), "{:?}", run.moves());
+    }
+}
+
+/// The time and count of the first transition into `phase` of a PSI run without stalls (the
+/// same as one with stalls until they begin: the pool is deterministic).
+fn first(p: &TuneParams, rate: fn(usize, u64) -> f64, phase: Phase) -> (Duration, usize) {
+    let mut pool =
+        Pool::new(psi(p.clone()), rate).with_pressure(SECOND, |_, _| Pressure::default());
+    assert!(pool.run_until(SETTLE, |pool| pool.tcc.phase() == phase));
+    let t = pool.trace.last().expect("a transition");
+    (t.at, t.target_to)
+}
+
+/// The bending curve at a tenth of the rate, so that Max and each removal hold for seconds.
+fn slow_bending(n: usize, _: u64) -> f64 {
+    100.0 * (1.0 - (-(n as f64) / 8.0).exp())
+}
+
+const SETTLE: usize = 1_000_000;
+
+#[test]
+fn stalls_in_max_start_a_new_cycle_from_the_cut() {
+    stalls_start_a_new_cycle_from_the_cut(Phase::Max);
+}
+
+#[test]
+fn stalls_in_remove_start_a_new_cycle_from_the_cut() {
+    stalls_start_a_new_cycle_from_the_cut(Phase::Remove);
+}
+
+/// Stalls that begin in `phase` (at its count and above) end it at the first reading above
+/// psi_full with a new cycle from the count's base cut.
+fn stalls_start_a_new_cycle_from_the_cut(phase: Phase) {
+    let p = TuneParams {
+        n_max: 40,
+        ..paper(4)
+    };
+    let (entered, n) = first(&p, slow_bending, phase);
+    // From a second into that state on, counts at or above it stall all the time.
+    let from = entered + SECOND;
+    let log = Log::default();
+    let stalled = move |k: usize, t: Duration| if t >= from && k >= n { 1.0 } else { 0.0 };
+    let mut run =
+        Pool::new(psi(p.clone()), slow_bending).with_pressure(SECOND, avg10(stalled, log.clone()));
+    assert!(run.run_until(SETTLE, |pool| pool.trace.iter().any(|t| t.psi)));
+    let t = run.trace.last().unwrap();
+    assert_eq!(
+        (t.from, t.to, t.reason, t.psi),
+        (phase, Phase::Base, Reason::Shift, true),
+        "{:?}",
+        run.moves()
+    );
+    assert_eq!((t.target_from, t.target_to), (n, p.base_count(n)));
+    // At the first reading above psi_full (the first stalled second reads 1 − e^(−0.1)).
+    let over = log
+        .borrow()
+        .iter()
+        .find(|(_, x)| *x > p.psi_full)
+        .map(|r| r.0)
+        .unwrap();
+    assert_eq!(t.at, over, "{:?}", log.borrow());
+    assert!(t.at - from <= SECOND);
+    // No verdict: the cycle's best was measured before the stalls began.
+    assert!(run.tcc.drain_decisions().iter().all(|d| !d.psi));
+    assert_eq!(run.tcc.status().psi, 1);
+}
+
+#[test]
+fn a_held_reading_judges_a_count_only_after_an_update_period() {
+    let p = TuneParams {
+        n_max: 40,
+        ..paper(4)
+    };
+    // From the removal on, every reading is 30% (stalls of some other program, at any count):
+    // no reading rises, and the kernel updates avg10 only every 2 s, so one that held may not
+    // have been updated. Readings more than 2 s apart that held show the count's own stalls.
+    let (entered, n) = first(&p, slow_bending, Phase::Remove);
+    let log = Log::default();
+    let logged = log.clone();
+    let held = move |_: usize, t: Duration| {
+        let x = if t >= entered { 0.3 } else { 0.0 };
+        logged.borrow_mut().push((t, x));
+        Pressure {
+            io_full: x,
+            ..Pressure::default()
+        }
+    };
+    let mut run = Pool::new(psi(p.clone()), slow_bending).with_pressure(SECOND, held);
+    assert!(run.run_until(SETTLE, |pool| pool.trace.iter().any(|t| t.psi)));
+    let t = run.trace.last().unwrap();
+    assert_eq!(
+        (t.from, t.to, t.reason, t.target_from),
+        (Phase::Remove, Phase::Base, Reason::Shift, n),
+        "{:?}",
+        run.moves()
+    );
+    let readings = log.borrow();
+    let first = readings.iter().find(|r| r.0 >= entered).unwrap().0;
+    let ignored = readings
+        .iter()
+        .filter(|r| r.0 > first && r.0 < t.at)
+        .count();
+    assert!(t.at - first > Duration::from_secs(2), "{readings:?}");
+    assert!(t.at - first < Duration::from_secs(4), "{readings:?}");
+    assert!(ignored >= 1, "{readings:?}");
 }
 
 #[test]
@@ -269,7 +503,8 @@ fn thresholds_are_validated_and_set_by_spec() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// Readings of any value at any time never raise the count: every step PSI decides
+    /// Readings of any value at any time never raise the count: every step PSI decides (an add
+    /// step revoked at its verdict or before it, a cycle begun from Steady, Max or Remove)
     /// lowers it (or holds n_min), each is counted once, and the count stays in [n_min, n_max].
     #[test]
     fn psi_never_raises_the_count(
@@ -299,15 +534,18 @@ proptest! {
             });
             for tr in tcc.drain_trace().iter().filter(|tr| tr.psi) {
                 decided += 1;
-                // A cycle begun at n_min cannot cut: the count stays.
+                // A cycle begun in Steady at n_min cannot cut: the count stays. Max and Remove
+                // start one only when it cuts.
                 prop_assert!(
                     tr.target_to < tr.target_from
                         || (tr.from == Phase::Steady && tr.target_to == params.n_min),
                     "{:?}", tr
                 );
                 prop_assert!(
-                    matches!((tr.from, tr.reason), (Phase::Add, Reason::Decline | Reason::Overshoot)
-                        | (Phase::Steady, Reason::Shift)),
+                    matches!((tr.from, tr.to, tr.reason),
+                        (Phase::Add, Phase::Add | Phase::Remove | Phase::Steady,
+                            Reason::Decline | Reason::Overshoot)
+                        | (Phase::Steady | Phase::Max | Phase::Remove, Phase::Base, Reason::Shift)),
                     "{:?}", tr
                 );
             }

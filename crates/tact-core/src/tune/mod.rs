@@ -16,8 +16,9 @@
 //! steady count that had room ends early when the bottleneck becomes saturated (`saturated`),
 //! and one that keeps it below `util − room` climbs again from its count (`room`).
 //!
-//! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise
-//! or start a cycle early (spec §6 item 3), never raise the count.
+//! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise,
+//! start a cycle early, or cut a stalling count in Max or Remove back to its base (spec §6
+//! item 3), never raise the count.
 //!
 //! A host that cannot see whether its pool is saturated says so
 //! ([`Policy::saturation_unseen`]); a gap between completions longer than ten mean gaps then

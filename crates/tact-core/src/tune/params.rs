@@ -159,14 +159,17 @@ pub struct TuneParams {
     pub room: f64,
     /// PSI as a saturation hint (spec §6 item 3; `docs/tune.md`, "PSI as a saturation hint"):
     /// with pressure readings from the host ([`crate::tune::Policy::on_pressure`]), an add step
-    /// that ran with memory or I/O `full` stalls above `psi_full` is revoked as a decline, and
-    /// memory `some` stalls above `psi_some` end the steady state early. Off by default: PSI is
+    /// that runs with memory or I/O `full` stalls above `psi_full` is revoked as a decline (at
+    /// its verdict, or before it when the stalls are the count's own), Max or Remove at a count
+    /// whose own `full` stalls exceed it start a new cycle from the count's cut, and memory
+    /// `some` stalls above `psi_some` end the steady state early. Off by default: PSI is
     /// machine-wide unless the host reads the bottleneck's cgroup, so any other process's
     /// stalls would cut this pool's count; a user who knows the pool is what fills memory or
     /// the disk turns it on. Without readings it does nothing.
     #[serde(default)]
     pub psi: bool,
-    /// The `full` stall fraction (memory or I/O) above which an add step fails (0.05).
+    /// The `full` stall fraction (memory or I/O) above which an add step fails, and Max or
+    /// Remove start a new cycle (0.05).
     #[serde(default = "default_psi_full")]
     pub psi_full: f64,
     /// The memory `some` stall fraction above which the steady state starts a cycle (0.10).

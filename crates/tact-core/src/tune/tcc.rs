@@ -68,6 +68,13 @@ impl Util {
 /// e⁻² ≈ 14% of what they were. Without this, the stalls that ended one cycle could start the next.
 const PSI_SETTLE: Duration = Duration::from_secs(20);
 
+/// The kernel's avg10: an exponential average with this time constant (seconds)...
+const PSI_TAU: f64 = 10.0;
+
+/// ...updated this often: two readings closer than this may straddle no update at all, so an
+/// unchanged figure says nothing about the time between them.
+const PSI_UPDATE: Duration = Duration::from_secs(2);
+
 /// The latest PSI reading, and the busy clock and host time it came at.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Reading {
@@ -223,6 +230,9 @@ pub struct Tcc {
 
     // PSI: the latest reading, steps it decided, and whether it decides the one being recorded.
     reading: Option<Reading>,
+    /// The reading the current configuration's own stalls are measured from: the last one
+    /// taken after the change and before settling, or the first one after.
+    psi_base: Option<Reading>,
     psi: u64,
     psi_decides: bool,
 
@@ -304,6 +314,7 @@ impl Tcc {
             hinted: 0,
             hint_decides: false,
             reading: None,
+            psi_base: None,
             psi: 0,
             psi_decides: false,
             b,
@@ -410,11 +421,15 @@ impl Tcc {
             self.take_hint(u);
         }
         if let Some(pressure) = pressure {
-            self.reading = Some(Reading {
+            let reading = Reading {
                 pressure: pressure.sanitized(),
                 busy: self.busy,
                 at,
-            });
+            };
+            if self.settle != Settle::Done || self.psi_base.is_none() {
+                self.psi_base = Some(reading);
+            }
+            self.reading = Some(reading);
         }
         if sampled || advanced {
             self.step(at);
@@ -615,11 +630,40 @@ impl Tcc {
         (r.busy >= from).then_some(r.pressure)
     }
 
-    /// PSI says the count being judged makes memory or I/O stall (spec §6 item 3, in Add).
-    fn stalls(&self) -> bool {
+    /// PSI says the count being judged makes memory or I/O stall, at the test's verdict (spec
+    /// §6 item 3, in Add): the latest reading after settling is above `psi_full`, unless it
+    /// fell since the baseline reading and what the fall leaves for the count's own stalls is
+    /// not (the stalls of the counts before it decaying; see [`own_share_above`]).
+    fn stalls_at_verdict(&self) -> bool {
+        self.stalls(true)
+    }
+
+    /// PSI says the configuration being measured stalls on its own, whatever the latest reading
+    /// still carries from the counts before it: the rules that act without a verdict (Add
+    /// before it, Max, Remove). A reading that held since the baseline says nothing here: the
+    /// kernel may not have updated it.
+    fn stalls_on_its_own(&self) -> bool {
+        self.stalls(false)
+    }
+
+    /// Memory or I/O `full` stalls of the configuration being measured above `psi_full`, from
+    /// the baseline reading (`psi_base`: the last one after the change and before settling,
+    /// or the first one after) and the latest one, which must have come after settling (one
+    /// from before judges the count before; a host that stopped reading leaves none).
+    /// `held`: whether a figure that held since the baseline counts (it does at a verdict).
+    fn stalls(&self, held: bool) -> bool {
+        let (Some(base), Some(now), Some(from)) = (self.psi_base, self.reading, self.measure_from)
+        else {
+            return false;
+        };
+        if !self.params.psi || now.busy < from {
+            return false;
+        }
+        let span = now.at.saturating_sub(base.at).as_secs_f64();
         let limit = self.params.psi_full;
-        self.fresh_reading()
-            .is_some_and(|p| p.memory_full > limit || p.io_full > limit)
+        let (b, n) = (base.pressure, now.pressure);
+        own_share_above(b.memory_full, n.memory_full, span, limit, held)
+            || own_share_above(b.io_full, n.io_full, span, limit, held)
     }
 
     /// PSI says the steady count now makes memory stall (spec §6 item 3, in Steady), once
@@ -806,13 +850,18 @@ impl Tcc {
             return;
         }
         let forced = self.at_cap(dwell);
+        if self.stalls_on_its_own() {
+            // The step stalls on its own: revoked before the test (or the thrashing guard,
+            // which needs 5 batches at the stalled rate) has its samples.
+            return self.stalled_add(at, forced);
+        }
         let q = self.step_q(self.prev, self.target);
         if self.fair_gain(&r, &s, q) {
             return self.fair_add(at, r.n, q, forced);
         }
         match self.test(&r.s, &s, q, forced) {
             Outcome::Pending => self.next_look(r.s, s, r.n),
-            Outcome::Better if self.stalls() => self.stalled_add(at, forced),
+            Outcome::Better if self.stalls_at_verdict() => self.stalled_add(at, forced),
             Outcome::Better => {
                 let c = self.config();
                 self.keep_best(c);
@@ -832,7 +881,9 @@ impl Tcc {
                 // Otherwise keep measuring this count until it can serve as C₁ (paper mode).
             }
             // A decline is revoked by the paper's rule already: PSI decides only the others.
-            Outcome::NotBetter if self.stalls() && s.throughput() >= r.s.throughput() => {
+            Outcome::NotBetter
+                if self.stalls_at_verdict() && s.throughput() >= r.s.throughput() =>
+            {
                 self.stalled_add(at, forced)
             }
             Outcome::NotBetter => {
@@ -862,6 +913,23 @@ impl Tcc {
         self.psi += 1;
         self.psi_decides = true;
         self.fail_add(at, Reason::Decline, forced);
+        self.psi_decides = false;
+    }
+
+    /// Whether a new cycle would start below the count (it does, above `n_min`).
+    fn can_cut(&self) -> bool {
+        self.params.base_count(self.target) < self.target
+    }
+
+    /// PSI in Max or Remove: the count stalls on its own, so the cycle's measurements (its
+    /// best, taken before the stalls began) describe a workload that is gone, and each removal
+    /// step would hold a stalling count until its test has the samples, to compare it with a
+    /// best that no longer holds (and, judged a loss, restore a higher count). A new cycle
+    /// starts from the count's base cut, as change detection does in Steady.
+    fn stalled_cycle(&mut self, at: Duration) {
+        self.psi += 1;
+        self.psi_decides = true;
+        self.begin_cycle(at, Reason::Shift);
         self.psi_decides = false;
     }
 
@@ -1052,6 +1120,9 @@ impl Tcc {
         if self.settle != Settle::Done {
             return;
         }
+        if self.stalls_on_its_own() && self.can_cut() {
+            return self.stalled_cycle(at);
+        }
         let p = &self.params;
         let s = self.cur.summary();
         // Fast mode: the removals measure the best again when their test needs it, so Max
@@ -1085,6 +1156,9 @@ impl Tcc {
         }
         if self.settle != Settle::Done {
             return;
+        }
+        if self.stalls_on_its_own() && self.can_cut() {
+            return self.stalled_cycle(at);
         }
         let (dwell, delta, n_min) = (self.params.dwell, self.params.delta, self.params.n_min);
         let best = self.best.expect("Remove always has a best");
@@ -1272,6 +1346,7 @@ impl Tcc {
         self.to_nstar = None;
         self.settle = Settle::InFlight;
         self.measure_from = None;
+        self.psi_base = None;
         self.util = Util::default();
         self.share = Share::default();
         self.window_mark = Util::default();
@@ -1352,6 +1427,29 @@ impl Tcc {
         z ^= z >> 31;
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+/// Whether a resource's stalls since the baseline reading `x0` were above `limit`, from the
+/// reading `x1` taken `span` seconds later (the same reading when `span` is 0). avg10 moves
+/// toward the stall share of the time between (x1 = x0·d + share·(1 − d), d the decay over the
+/// updates between), so
+/// - a figure that rose did so toward a share above it, whatever d: above `limit` if x1 is;
+/// - one that held is the share, or was not updated: it counts when `held` says so;
+/// - one that fell (or held) carries x0's past: the share is at least (x1 − x0·d)/(1 − d) for
+///   the least decay the span allows, one update period short of it (none within that period).
+fn own_share_above(x0: f64, x1: f64, span: f64, limit: f64, held: bool) -> bool {
+    if x1 <= limit {
+        return false;
+    }
+    if x1 > x0 || (held && x1 == x0) {
+        return true;
+    }
+    let decayed = span - PSI_UPDATE.as_secs_f64();
+    if decayed <= 0.0 {
+        return false;
+    }
+    let d = (-decayed / PSI_TAU).exp();
+    (x1 - x0 * d) / (1.0 - d) > limit
 }
 
 /// b = max(batch_min, n), at most batch_max.
