@@ -143,7 +143,8 @@ pub trait Policy {
     /// `docs/tune.md` "PSI as a saturation hint"), from a host that reads them now and then
     /// (`tact tune` every second). A method rather than an [`Event`] variant for the same reason
     /// as [`Policy::on_hint`]. TCC uses them only with `TuneParams::psi` on, and only ever to
-    /// stop a rise or start a cycle early; every baseline ignores them.
+    /// stop a rise, start a cycle early or cut a stalling count to a new cycle; every baseline
+    /// ignores them.
     fn on_pressure(&mut self, now: Duration, pressure: Pressure) -> Option<usize> {
         let _ = (now, pressure);
         None
@@ -218,7 +219,8 @@ pub enum Reason {
     Timeout,
     /// The steady state saw its throughput move (§3 change detection); with `hinted` set on the
     /// transition, its bottleneck saturate (`TuneParams::saturated`); with `psi` set, memory
-    /// stalls above `TuneParams::psi_some`: a new cycle.
+    /// stalls above `TuneParams::psi_some` (from Steady) or stalls the count causes above
+    /// `TuneParams::psi_full` (from Max or Remove): a new cycle.
     Shift,
     /// The base configuration has its samples: add.
     Measured,
@@ -288,7 +290,8 @@ pub struct Transition {
     #[serde(default)]
     pub hinted: bool,
     /// PSI decided it (`TuneParams::psi`): an add step revoked for memory or I/O stalls
-    /// (`Decline`), or a steady state ended early by memory stalls (`Shift`).
+    /// (`Decline`), a steady state ended early by memory stalls, or a stalling count in Max or
+    /// Remove cut to a new cycle (`Shift`).
     #[serde(default)]
     pub psi: bool,
 }
