@@ -34,10 +34,12 @@ class AdaptiveSubmitter:
     controller, whether or not the consumer is reading; results wait in order of completion. The
     consumer ticks the controller: every 100 ms while it waits, and in ``next()`` once 100 ms
     have passed since the last tick however often results come. A task that raises raises its
-    exception from ``next()`` in its turn; iteration may go on after it. If the input iterator
-    raises, or a task cannot be submitted (``fn`` or an item does not serialize), submission stops
-    and ``next()`` raises that error; the tasks in flight still yield their results. ``close()`` (or leaving a
-    ``with`` block) stops submitting and cancels the futures in flight.
+    exception from ``next()`` in its turn; iteration may go on after it. It is no completion for the
+    controller (failed work is not throughput): ``status()`` counts it as ``failed``. If the input
+    iterator raises, or a task cannot be submitted (``fn`` or an item does not serialize),
+    submission stops and ``next()`` raises that error; the tasks in flight still yield their
+    results. ``close()`` (or leaving a ``with`` block) stops submitting and cancels the futures in
+    flight.
 
     policy, bottleneck, coordinate, key and params: as for :class:`tact.AdaptiveExecutor`
     (``n_init`` sets the first target; a key's count is at most ``max_in_flight``); the
@@ -63,7 +65,7 @@ class AdaptiveSubmitter:
         distributed = _distributed()
         if not isinstance(client, distributed.Client):
             raise TypeError(f"client must be a distributed.Client, not {type(client).__name__}")
-        self._tuning = _Tuning(policy, max_in_flight, params, bottleneck)
+        self._tuning = _Tuning(policy, max_in_flight, params, bottleneck, "max_in_flight")
         self._client = client
         self._fn = fn
         self._items = iter(iterable)
@@ -100,7 +102,10 @@ class AdaptiveSubmitter:
             return self._tuning.trace()
 
     def status(self) -> ControllerStatus:
-        return self._tuning.controller.status()
+        """As :meth:`tact.AdaptiveExecutor.status`: ``failed`` counts the tasks that raised,
+        which the controller does not count as completions."""
+        with self._lock:
+            return self._tuning.status()
 
     def turns(self) -> Optional[Dict[str, Any]]:
         """With ``coordinate``: as :meth:`tact.AdaptiveExecutor.turns`; None without."""
@@ -208,9 +213,11 @@ class AdaptiveSubmitter:
                 return
             now = self._tuning.now()
             self._finished.append(future)
-            self._fill()
-            new = self._tuning.controller.on_complete(
-                now, len(self._running), self._queued(), finished - entry[1]
+            took = self._fill() > 0
+            # An error, or a future cancelled behind the submitter's back: no work done.
+            failed = future.status != "finished"
+            new = self._tuning.ended(
+                now, len(self._running), self._queued(), finished - entry[1], failed, took
             )
             self._grow(now, new)
             self._ready.notify_all()

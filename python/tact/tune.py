@@ -4,7 +4,11 @@ semaphore.
 Both hold tasks back in a queue of their own and let only as many run at once as the controller's
 target (``tact._tact.Controller``: TCC, the throughput-guided controller, by default). They report
 every start, completion (with its run time) and queue change to it, and tick it every 100 ms so
-that its timeouts fire while completions are rare. A new target applies at task boundaries: a
+that its timeouts fire while completions are rare. A task that raised is not a completion: failed
+work is not throughput (a service that fails fast when overloaded would otherwise look faster the
+more it is overloaded). It counts in ``status()["failed"]``, and the controller hears of it only
+as the start of the task that takes its place, or as a change of the queue, as tact-lib's pool
+reports a task that panicked. A new target applies at task boundaries: a
 larger one starts queued tasks at once, a smaller one lets the surplus finish and starts nothing in
 their place. No task is ever cancelled or dropped by the pool.
 
@@ -94,6 +98,10 @@ class ControllerStatus(TypedDict, total=False):
     pressure: Optional[Pressure]
     #: Steps PSI decided (add steps it revoked, steady states it ended), with ``psi=True``.
     psi: int
+    #: The pools' own counts (not ``Controller.status()``'s): tasks that returned, which the
+    #: controller counts as completions, and tasks that raised, which it does not.
+    completed: int
+    failed: int
 
 
 #: A state transition of TCC (``Controller.drain_trace()``); "from" is a keyword, hence this form.
@@ -174,13 +182,27 @@ class _Tuning:
         n_max: int,
         params: Dict[str, Any],
         bottleneck: Optional[BottleneckSource] = None,
+        bound: str = "max_workers",
     ) -> None:
-        self.controller = Controller(policy, n_max=n_max, **params)
+        if isinstance(n_max, int) and not isinstance(n_max, bool) and n_max < 1:
+            raise ValueError(f"{bound} = {n_max}: must be at least 1")
+        try:
+            self.controller = Controller(policy, n_max=n_max, **params)
+        except OverflowError:
+            # PyO3 says only "can't convert negative int to unsigned", naming no parameter.
+            negative = [
+                f"{k} = {v}"
+                for k, v in params.items()
+                if isinstance(v, int) and not isinstance(v, bool) and v < 0
+            ]
+            raise ValueError(f"{', '.join(negative) or 'a count'}: must not be negative") from None
         self.hint = _Hint(bottleneck) if bottleneck is not None else None
         self.origin = time.monotonic()
         self.target: int = self.controller.target
         self.targets: List[Tuple[float, int]] = [(0.0, self.target)]
         self._trace: List[Transition] = []
+        self.completed = 0
+        self.failed = 0
 
     def now(self) -> float:
         return time.monotonic() - self.origin
@@ -216,6 +238,34 @@ class _Tuning:
         self.target = new
         self.targets.append((now, new))
         return True
+
+    def ended(
+        self,
+        now: float,
+        in_flight: int,
+        queued: int,
+        latency: Optional[float],
+        failed: bool,
+        took: bool,
+    ) -> Optional[int]:
+        """A task ended, with ``in_flight`` and ``queued`` as they are after it (and after
+        ``took``: whether another task took its place). One that raised is no completion: the
+        controller sees the start that replaced it, or the load, as tact-lib's pool reports a
+        task that panicked."""
+        if not failed:
+            self.completed += 1
+            return self.controller.on_complete(now, in_flight, queued, latency)
+        self.failed += 1
+        if took:
+            return self.controller.on_start(now, in_flight, queued)
+        return self.controller.on_load(now, in_flight, queued)
+
+    def status(self) -> ControllerStatus:
+        """The controller's status, with the pool's counts of completed and failed tasks."""
+        status: ControllerStatus = self.controller.status()
+        status["completed"] = self.completed
+        status["failed"] = self.failed
+        return status
 
     def trace(self) -> List[Transition]:
         self._trace.extend(self.controller.drain_trace())
@@ -276,9 +326,11 @@ class AdaptiveExecutor(Executor):
         and the ``psi`` steps).
 
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
-    state transitions. A task's reported latency is the time from its dispatch to the pool until
-    its result came back. After the target shrinks, tasks already running finish (up to the old
-    target run meanwhile); the pool starts no new task until fewer than the new target run.
+    state transitions. A task's reported latency is the time from its dispatch to the pool until its
+    result came back. A task that raised is no completion (failed work is not throughput):
+    ``status()`` counts it as ``failed``. After the target shrinks, tasks already running finish (up
+    to the old target run meanwhile); the pool starts no new task until fewer than the new target
+    run.
     """
 
     def __init__(
@@ -342,8 +394,10 @@ class AdaptiveExecutor(Executor):
             return self._tuning.trace()
 
     def status(self) -> ControllerStatus:
-        """The controller's status."""
-        return self._tuning.controller.status()
+        """The controller's status, with ``completed`` (tasks that returned) and ``failed``
+        (tasks that raised, which the controller does not count as completions)."""
+        with self._lock:
+            return self._tuning.status()
 
     def turns(self) -> Optional[Dict[str, Any]]:
         """With ``coordinate``: the turns taken, the seconds waited for them and held (see
@@ -447,8 +501,8 @@ class AdaptiveExecutor(Executor):
             now = self._tuning.now()
             self._in_flight -= 1
             picked = self._pick()
-            new = self._tuning.controller.on_complete(
-                now, self._in_flight, len(self._queue), latency
+            new = self._tuning.ended(
+                now, self._in_flight, len(self._queue), latency, error is not None, bool(picked)
             )
             picked += self._grow(now, new)
             if self._idle_now():
@@ -481,7 +535,9 @@ class AdaptiveSemaphore:
 
     ``async with sem:`` (or ``await sem.acquire()`` ... ``sem.release()``) around each task.
     Waiters get permits in the order they asked. A release counts as a completion, timed from the
-    same task's acquire. A smaller target takes effect as permits are released: holders keep
+    same task's acquire, unless the ``async with`` body raised (or was cancelled), or
+    ``release(failed=True)`` says the task failed: failed work is not throughput, and ``status()``
+    counts it as ``failed``. A smaller target takes effect as permits are released: holders keep
     theirs, and no waiter gets one until fewer than the target are held.
 
     policy, bottleneck, coordinate, key and params: as for :class:`AdaptiveExecutor` (a key's
@@ -501,7 +557,7 @@ class AdaptiveSemaphore:
         bottleneck: Optional[BottleneckSource] = None,
         **params: Any,
     ) -> None:
-        self._tuning = _Tuning(policy, max_permits, params, bottleneck)
+        self._tuning = _Tuning(policy, max_permits, params, bottleneck, "max_permits")
         self._held = 0
         self._waiters: Deque[asyncio.Future] = deque()
         # Acquire times per task, for latencies; tasks that end drop out.
@@ -537,7 +593,8 @@ class AdaptiveSemaphore:
         return self._tuning.trace()
 
     def status(self) -> ControllerStatus:
-        return self._tuning.controller.status()
+        """As :meth:`AdaptiveExecutor.status`."""
+        return self._tuning.status()
 
     def turns(self) -> Optional[Dict[str, Any]]:
         """With ``coordinate``: as :meth:`AdaptiveExecutor.turns`; None without."""
@@ -573,7 +630,9 @@ class AdaptiveSemaphore:
             self._starts.setdefault(task, []).append(time.monotonic())
         return True
 
-    def release(self) -> None:
+    def release(self, *, failed: bool = False) -> None:
+        """Gives the permit back. ``failed``: the task did not do its work (it raised), so this
+        is no completion."""
         if self._held <= 0:
             raise ValueError("AdaptiveSemaphore released more times than acquired")
         latency = None
@@ -583,16 +642,16 @@ class AdaptiveSemaphore:
             latency = time.monotonic() - starts.pop()
         self._held -= 1
         now = self._tuning.now()
-        self._wake()
-        new = self._tuning.controller.on_complete(now, self._held, len(self._waiters), latency)
+        took = self._wake() > 0
+        new = self._tuning.ended(now, self._held, len(self._waiters), latency, failed, took)
         self._grow(now, new)
 
     async def __aenter__(self) -> "AdaptiveSemaphore":
         await self.acquire()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
-        self.release()
+    async def __aexit__(self, exc_type: Any, *exc: Any) -> None:
+        self.release(failed=exc_type is not None)
 
     def _wake(self) -> int:
         """Grants permits to the first waiters while fewer than the target are held."""

@@ -115,6 +115,28 @@ def test_a_failing_task_raises_in_turn_and_iteration_goes_on(client):
     assert sorted(results) == [i for i in range(20) if i != 5]
 
 
+def fail_odd(i: int) -> int:
+    if i % 2:
+        raise ConnectionError("overloaded")
+    return i
+
+
+def test_a_failing_task_is_failed_work_not_a_completion(client):
+    sub = AdaptiveSubmitter(client, fail_odd, range(20), n_init=2, max_in_flight=4)
+    results, errors = [], 0
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            results.append(next(sub))
+        except StopIteration:
+            break
+        except ConnectionError:
+            errors += 1
+    assert (sorted(results), errors) == (list(range(0, 20, 2)), 10)
+    s = sub.status()
+    assert (s["completed"], s["failed"]) == (10, 10)
+
+
 def test_a_failing_input_is_raised_to_the_consumer(client):
     def items() -> Iterator[int]:
         yield 1

@@ -238,6 +238,61 @@ def test_a_raising_task_fails_its_future_only():
         assert ex.submit(task, 100).result(timeout=TIMEOUT) == 100
 
 
+def boom(i: int) -> int:
+    raise ConnectionError(f"overloaded {i}")
+
+
+def nap_then_fail(i: int) -> int:
+    time.sleep(0.002)
+    raise ConnectionError(f"overloaded {i}")
+
+
+def nap(i: int) -> int:
+    time.sleep(0.002)
+    return i
+
+
+def test_a_raising_task_is_failed_work_not_a_completion():
+    # Failed work must not look like throughput: a service that fails fast when overloaded
+    # would look faster the more it is loaded. TCC settles for max(target, batch_min) = 2
+    # completions, then takes each as a sample (its raw samples are completions), so 300
+    # successes give it samples or decisions, and 300 failures must give it neither.
+    # shutdown(wait=True) returns once the pool has counted every task (a future resolves just
+    # before its task is counted).
+    def run(fn):
+        ex = tact.AdaptiveExecutor(8, n_init=2, batch_min=1, n_star=3)
+        for i in range(300):
+            ex.submit(fn, i)
+        ex.shutdown(wait=True)
+        return ex, ex.status()
+
+    ex, s = run(nap)
+    assert (s["completed"], s["failed"]) == (300, 0)
+    assert s["samples"] > 0 or ex.trace()
+    ex, s = run(nap_then_fail)
+    assert (s["completed"], s["failed"]) == (0, 300)
+    assert (s["samples"], s["batches"], ex.trace(), ex.targets) == (0, 0, [], [(0.0, 2)])
+    ex = tact.AdaptiveExecutor(4, policy="static:2")
+    for i in range(5):
+        ex.submit(nap_then_fail, i)
+    ex.submit(abs, 1)
+    ex.shutdown(wait=True)
+    s = ex.status()
+    assert (s["policy"], s["failed"], s["completed"]) == ("static:2", 5, 1)
+
+
+def test_negative_counts_raise_value_error_naming_them():
+    with pytest.raises(ValueError, match=r"max_workers = -1: must be at least 1"):
+        tact.AdaptiveExecutor(max_workers=-1)
+    with pytest.raises(ValueError, match=r"n_init = -2: must not be negative"):
+        tact.AdaptiveExecutor(4, n_init=-2)
+    with pytest.raises(ValueError, match=r"max_permits = 0"):
+        tact.AdaptiveSemaphore(0)
+    # An n_init out of range shows the range.
+    with pytest.raises(ValueError, match=r"n_init = 100: must lie in \[n_min, n_max\] = \[1, 64\]"):
+        tact.AdaptiveExecutor(64, n_init=100)
+
+
 def test_shutdown_wait_drains_the_queue():
     ex = tact.AdaptiveExecutor(4, policy="static:1")
     futures = [ex.submit(time.sleep, 0.005) for _ in range(20)]
@@ -314,6 +369,41 @@ def test_semaphore_bounds_concurrency_by_the_target():
 
     # All 40 start in one loop iteration: three take a permit, the rest wait.
     assert asyncio.run(main()) == 3
+
+
+def test_semaphore_counts_a_body_that_raised_as_failed_not_completed():
+    async def main() -> tact.ControllerStatus:
+        sem = tact.AdaptiveSemaphore(8, n_init=2)
+        for i in range(6):
+            with pytest.raises(ConnectionError):
+                async with sem:
+                    raise ConnectionError(i)
+        async with sem:
+            pass
+        await sem.acquire()
+        sem.release(failed=True)
+        assert sem.held == 0
+        return sem.status()
+
+    s = asyncio.run(main())
+    assert (s["failed"], s["completed"]) == (7, 1)
+
+    # As for the executor: 300 failures give TCC no sample and no decision.
+    async def failing() -> tact.AdaptiveSemaphore:
+        sem = tact.AdaptiveSemaphore(8, n_init=2, batch_min=1, n_star=3)
+
+        async def task() -> None:
+            async with sem:
+                await asyncio.sleep(0.002)
+                raise ConnectionError("overloaded")
+
+        await asyncio.gather(*(task() for _ in range(300)), return_exceptions=True)
+        return sem
+
+    sem = asyncio.run(failing())
+    s = sem.status()
+    assert (s["failed"], s["completed"], s["samples"], s["batches"]) == (300, 0, 0, 0)
+    assert (sem.trace(), sem.targets) == ([], [(0.0, 2)])
 
 
 def test_semaphore_waiters_proceed_in_order():

@@ -92,7 +92,11 @@ fn condition_2_failure_names_it_and_suggests_valid_rows() {
             },
         ]
     );
-    assert!(text.contains("(p, q, w) = (20%, 11.5%, 45.4%)"), "{text}");
+    // As the user types them (tcc:p=...,q=...,w=...), not in percent.
+    assert!(
+        text.contains("nearest valid: p=0.2,q=0.115,w=0.454 or "),
+        "{text}"
+    );
     for r in err.nearest() {
         assert!(satisfies(*r), "{r}");
     }
@@ -286,12 +290,26 @@ fn every_range_error_names_its_field() {
     ];
     for (params, field) in cases {
         match params.validate() {
-            Err(ParamError::Range { field: f, .. }) => assert_eq!(f, field),
+            Err(ParamError::Range { field: f, .. } | ParamError::Outside { field: f, .. }) => {
+                assert_eq!(f, field)
+            }
             other => panic!("{field}: {other:?}"),
         }
         let text = Tcc::new(params).unwrap_err().to_string();
         assert!(text.starts_with(&format!("{field} = ")), "{text}");
     }
+    // A count out of bounds shows the bounds, which the user may not have set.
+    let text = TuneParams {
+        n_init: 2000,
+        ..d()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        text,
+        "n_init = 2000: must lie in [n_min, n_max] = [1, 1024]"
+    );
     // Trimming can be switched off.
     assert_eq!(TuneParams { trim: 0.0, ..d() }.validate(), Ok(()));
 }

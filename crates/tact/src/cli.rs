@@ -447,9 +447,9 @@ Exit status: 0, 1 when the daemon refuses (the message says why), 2 for malforme
 
 const TUNE_EXAMPLES: &str = "\
 Examples:
-  tact tune -- make                             tact is make's jobserver (do not also pass -j)
+  tact tune -- make                             tact is make's jobserver (a -j is refused)
   tact tune --max 16 -- make -C build all       never more than 16 jobs at once
-  tact tune --completions tree -- make          sub-makes' jobs count too (recursive make)
+  tact tune --completions tree -- make          every process below make counts as a job
   tact tune -v --json-log tune.jsonl -- make    print and log every decision
   tact tune --policy static:4 -- make           a fixed count, for comparison
   tact tune --jobserver-style fifo -- cmake --build b    ninja below cmake: a fifo jobserver
@@ -473,7 +473,9 @@ completions.
 
 How the count reaches the program:
   --jobserver         tact is the GNU make jobserver (MAKEFLAGS=-j --jobserver-auth=...): make
-                      runs at most COUNT jobs; sub-makes share them (the default)
+                      runs at most COUNT jobs; sub-makes share them (the default). A -j, -jN or
+                      --jobs on make's command line would override it and is refused (--max N
+                      sets the most jobs)
   --jobserver-style STYLE
                       pipe: inherited descriptors (--jobserver-auth=R,W), which every GNU make
                       reads, but only recipes make takes for sub-makes ($(MAKE), +) inherit.
@@ -508,7 +510,8 @@ How the count reaches the program:
 
 What counts as a finished job (--completions):
   children            a process the command started exits (make's recipes, parallel's jobs;
-                      the default)
+                      the default). A sub-make (a child named make or gmake, or a shell running
+                      one) is no job: its own children count instead
   tree                any process below the command exits (recursive builds, scripts)
   file:PATH           the last number in PATH, a counter the program keeps
   wrap                a job run through `tact exec-wrap` reports its end (see `tact exec-wrap

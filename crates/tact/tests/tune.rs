@@ -964,3 +964,93 @@ fn a_recorded_count_is_read_and_a_bad_one_ignored() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("is not a key"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_make_with_a_job_count_of_its_own_is_refused() {
+    // make would run that many jobs itself (or all at once, with a bare -j), out of tact's hands.
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], i32, &str); 4] = [
+        (
+            &["--", "make", "-j4", "ran"],
+            125,
+            "make -j4: tact is make's jobserver",
+        ),
+        (&["--", "make", "-kj", "ran"], 125, "Remove -kj (--max N"),
+        (
+            &["--max", "2", "--", "gmake", "--jobs=2", "ran"],
+            125,
+            "--jobs=2",
+        ),
+        (&["--", "/usr/bin/make", "--jobs", "ran"], 125, "--jobs"),
+    ];
+    assert_refused(dir.path(), &cases);
+    // Another program's -j is its own business.
+    let out = tune(dir.path(), &["--", "sh", "-c", "touch ran", "-j4"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.path().join("ran").exists());
+}
+
+#[test]
+fn a_recursive_makes_jobs_are_its_recipes_not_its_sub_makes() {
+    // Two sub-makes of 15 recipes each, one run by make itself, one through a shell that
+    // stays (`cd b && $(MAKE)`). A jobserver token stands for a recipe: counting the sub-makes
+    // would make 2 jobs of the 30 (or 32 with both).
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["a", "b"] {
+        fs::create_dir(dir.path().join(sub)).unwrap();
+        makefile(&dir.path().join(sub), 15, 0.1);
+    }
+    fs::write(
+        dir.path().join("M"),
+        "all: a b\na:\n\t+@$(MAKE) --no-print-directory -C a -f M\n\
+         b:\n\t+@cd b && $(MAKE) --no-print-directory -f M\n.PHONY: all a b\n",
+    )
+    .unwrap();
+    let out = tune(
+        dir.path(),
+        &["--json-log", "tune.jsonl", "--", "make", "-f", "M"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for sub in ["a", "b"] {
+        let built = fs::read_to_string(dir.path().join(sub).join("built")).unwrap();
+        assert_eq!(built.lines().count(), 15, "{sub}");
+    }
+    let log = json_log(&dir.path().join("tune.jsonl"));
+    let done = of_kind(&log, "end")[0]["completions"].as_u64().unwrap();
+    // Each recipe lives 100 ms, tact looks every 2 ms (see the first test).
+    assert!((15..=30).contains(&done), "{done} completions counted");
+}
+
+#[test]
+fn the_start_says_how_tact_drives_the_command_and_when_tcc_steps_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tune(dir.path(), &["--init", "2", "--max", "8", "--", "true"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // b = max(batch_min 16, 2 jobs) completions a batch; settling (16) and n* = 30 batches.
+    assert!(
+        err.starts_with(
+            "tact: tune: a make jobserver, starting at 2 jobs at once (at most 8); TCC's first \
+             step after ~496 jobs finish or 30s at full load"
+        ),
+        "{err}"
+    );
+    let out = tune(
+        dir.path(),
+        &[
+            "--max", "8", "--policy", QUICK_TCC, "--init", "3", "--", "make", "-v",
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("make's jobserver, starting at 3 jobs at once (at most 8); TCC's first step after ~12 jobs finish or 0.3s"),
+        "{err}"
+    );
+    let out = tune(dir.path(), &["--policy", "static:3", "--", "true"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("starting at 3 jobs at once (at most ") && err.contains("), policy static:3"),
+        "{err}"
+    );
+}

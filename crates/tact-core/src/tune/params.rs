@@ -25,21 +25,22 @@ pub struct Friendly {
     pub w: f64,
 }
 
+/// As the user types them: fractions, in `tcc:p=0.25,q=0.139,w=0.39` and as Python keywords.
 impl fmt::Display for Friendly {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "(p, q, w) = ({}, {}, {})",
-            pct(self.p),
-            pct(self.q),
-            pct(self.w)
+            "p={},q={},w={}",
+            on_grid(self.p),
+            on_grid(self.q),
+            on_grid(self.w)
         )
     }
 }
 
-fn pct(x: f64) -> String {
-    let v = (x * 1000.0).round() / 10.0;
-    format!("{v}%")
+/// `x` rounded to the suggestions' grid, so that 0.139 does not print as 0.13900000000000001.
+fn on_grid(x: f64) -> f64 {
+    (x * GRID).round() / GRID
 }
 
 /// Table 1 of the paper exactly as printed, (p, q, w) in percent. The row p = 20% violates
@@ -467,20 +468,17 @@ impl TuneParams {
                 why: "must be at least n_min",
             });
         }
-        if !(self.n_min..=self.n_max).contains(&self.n_init) {
-            return Err(ParamError::Range {
-                field: "n_init",
-                value: self.n_init as f64,
-                why: "must lie in [n_min, n_max]",
-            });
-        }
-        if let Some(warm) = self.warm {
-            if !(self.n_min..=self.n_max).contains(&warm) {
-                return Err(ParamError::Range {
-                    field: "warm",
-                    value: warm as f64,
-                    why: "must lie in [n_min, n_max]",
-                });
+        for (field, n) in [("n_init", Some(self.n_init)), ("warm", self.warm)] {
+            match n {
+                Some(n) if !(self.n_min..=self.n_max).contains(&n) => {
+                    return Err(ParamError::Outside {
+                        field,
+                        value: n,
+                        n_min: self.n_min,
+                        n_max: self.n_max,
+                    });
+                }
+                _ => {}
             }
         }
         count(
@@ -529,6 +527,14 @@ pub enum ParamError {
         value: f64,
         why: &'static str,
     },
+    /// A count outside the bounds, which the message shows (the user may not have set them).
+    #[error("{field} = {value}: must lie in [n_min, n_max] = [{n_min}, {n_max}]")]
+    Outside {
+        field: &'static str,
+        value: usize,
+        n_min: usize,
+        n_max: usize,
+    },
     #[error(
         "condition (1) of Theorem 1 fails: q = {q} must exceed p(p+1)/(p+2) = {bound:.4} for p = {p}, \
          or tact can take more than its fair share of a shared bottleneck; nearest valid: {} \
@@ -573,7 +579,7 @@ impl ParamError {
             ParamError::Condition1 { nearest, .. } | ParamError::Condition2 { nearest, .. } => {
                 nearest
             }
-            ParamError::Range { .. } => &[],
+            ParamError::Range { .. } | ParamError::Outside { .. } => &[],
         }
     }
 }

@@ -7,6 +7,13 @@
 //! gone at a later one finished. A job that starts and ends between two polls is missed; the
 //! poll period (a few milliseconds) is far below the length of the jobs worth tuning. Jobs that
 //! report themselves ([`super::wrap`]) are all counted, with exact latencies.
+//!
+//! A recursive make's sub-makes are not jobs: a jobserver token stands for one recipe, and a
+//! sub-make runs its own recipes with tokens of the same jobserver. So with `children`, a child
+//! named make or gmake, or one that runs such a make (the shell of `cd sub && $(MAKE)`, which
+//! stays the sub-make's parent), is looked through: its children are the jobs (and so on down),
+//! and its own exit counts nothing. Counting the sub-makes instead, a two-level build finished
+//! "2 jobs" and TCC never had a sample to decide by.
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -23,7 +30,8 @@ use super::wrap::Listener;
 /// What counts as one finished job (`--completions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Counting {
-    /// A direct child of the command's process exits (make's recipes, parallel's jobs).
+    /// A direct child of the command's process exits (make's recipes, parallel's jobs), or of a
+    /// make below it (a recursive make's recipes; the sub-make itself is not a job).
     Children,
     /// Any process below the command exits (recursive makes, scripts that fork).
     Tree,
@@ -94,12 +102,30 @@ fn check_wrapped(command: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Names GNU make runs as (its comm): with `children`, such a process is looked through.
+const MAKES: [&str; 2] = ["make", "gmake"];
+
+/// How often a job is looked at again: its name (a child of make is named make from its fork
+/// until its exec, and a shell may exec a make) and whether it runs a make (`sh -c 'cd sub &&
+/// make'`). A sub-make is recognised within this long, while a poll in between reads only the
+/// makes' children and the new processes' names.
+const RECHECK: Duration = Duration::from_millis(20);
+
 /// A live process of the command's tree.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     ppid: i32,
     /// The poll that found it (its lifetime is measured from there, to within a poll period).
     since: Instant,
+    /// With `children`: it is a make, or runs one, so it is no job and its children are
+    /// looked at.
+    through: bool,
+    /// When it was last looked at.
+    named: Instant,
+}
+
+fn is_make(comm: &str) -> bool {
+    MAKES.contains(&comm)
 }
 
 /// Counts finished jobs of the tree rooted at the command's process, and its running jobs.
@@ -162,40 +188,16 @@ impl Completions {
         if let Some(wrap) = &mut self.wrap {
             return Ok(wrap.drain()?.into_iter().map(Some).collect());
         }
-        let pids = if self.deep {
-            self.reader.descendants(root)
+        let alive = if self.deep {
+            self.tree(root, now)?
         } else {
-            self.reader.children(root)
+            self.jobs(root, now)?
         };
-        // The root exited and was reaped: everything seen is gone.
-        let pids = match pids {
-            Ok(pids) => pids,
-            Err(tact_linux::Error::NoProcess { .. }) => Vec::new(),
-            Err(e) => return Err(e).context("cannot list the command's processes"),
-        };
-        let mut alive = HashMap::with_capacity(pids.len());
-        for pid in pids.into_iter().filter(|&p| p != root) {
-            if let Some(seen) = self.alive.get(&pid) {
-                alive.insert(pid, *seen);
-                continue;
-            }
-            match self.reader.stat(pid) {
-                Ok(s) if !s.is_dead() => {
-                    let seen = Seen {
-                        ppid: s.ppid,
-                        since: now,
-                    };
-                    alive.insert(pid, seen);
-                }
-                // Exited between the listing and the read: never seen alive, not counted.
-                Ok(_) | Err(tact_linux::Error::NoProcess { .. }) => {}
-                Err(e) => return Err(e).context("cannot read a process of the command"),
-            }
-        }
+        // A make's exit is no job's end (with `tree`, every process's is).
         let exited: Vec<Option<Duration>> = self
             .alive
             .iter()
-            .filter(|(pid, _)| !alive.contains_key(pid))
+            .filter(|(pid, seen)| !alive.contains_key(pid) && !seen.through)
             .map(|(_, seen)| Some(now.saturating_duration_since(seen.since)))
             .collect();
         self.alive = alive;
@@ -208,13 +210,109 @@ impl Completions {
         }
     }
 
+    /// Every live process below `root`.
+    fn tree(&self, root: i32, now: Instant) -> Result<HashMap<i32, Seen>> {
+        let pids = match self.reader.descendants(root) {
+            Ok(pids) => pids,
+            // The root exited and was reaped: everything seen is gone.
+            Err(tact_linux::Error::NoProcess { .. }) => Vec::new(),
+            Err(e) => return Err(e).context("cannot list the command's processes"),
+        };
+        let mut alive = HashMap::with_capacity(pids.len());
+        for pid in pids.into_iter().filter(|&p| p != root) {
+            if let Some(seen) = self.alive.get(&pid) {
+                alive.insert(pid, *seen);
+            } else if let Some(seen) = self.look(pid, now)? {
+                alive.insert(
+                    pid,
+                    Seen {
+                        through: false,
+                        ..seen
+                    },
+                );
+            }
+        }
+        Ok(alive)
+    }
+
+    /// The live children of `root`, and of every make among them, and so on down: the jobs,
+    /// and the makes looked through.
+    fn jobs(&self, root: i32, now: Instant) -> Result<HashMap<i32, Seen>> {
+        let mut alive = HashMap::new();
+        let mut parents = vec![root];
+        while let Some(parent) = parents.pop() {
+            let pids = match self.reader.children(parent) {
+                Ok(pids) => pids,
+                // Gone since it was seen (the root too, once reaped): its children with it.
+                Err(tact_linux::Error::NoProcess { .. }) => continue,
+                Err(e) => return Err(e).context("cannot list the command's processes"),
+            };
+            for pid in pids {
+                let seen = match self.alive.get(&pid) {
+                    // Looked at recently as a job: still one (a make's name is read every
+                    // poll, so that a fork on its way to exec another program becomes a job).
+                    Some(seen) if !seen.through && now < seen.named + RECHECK => Some(*seen),
+                    Some(seen) => self.look_through(pid, now)?.map(|named| Seen {
+                        since: seen.since,
+                        ..named
+                    }),
+                    None => self.look_through(pid, now)?,
+                };
+                let Some(seen) = seen else { continue };
+                if seen.through {
+                    parents.push(pid);
+                }
+                alive.insert(pid, seen);
+            }
+        }
+        Ok(alive)
+    }
+
+    /// [`Self::look`], and whether a process that is no make runs one among its children.
+    fn look_through(&self, pid: i32, now: Instant) -> Result<Option<Seen>> {
+        let Some(seen) = self.look(pid, now)? else {
+            return Ok(None);
+        };
+        if seen.through {
+            return Ok(Some(seen));
+        }
+        let children = match self.reader.children(pid) {
+            Ok(children) => children,
+            Err(tact_linux::Error::NoProcess { .. }) => return Ok(None),
+            Err(e) => return Err(e).context("cannot list the command's processes"),
+        };
+        let mut through = false;
+        for child in children {
+            through |= self.look(child, now)?.is_some_and(|c| c.through);
+        }
+        Ok(Some(Seen { through, ..seen }))
+    }
+
+    /// A process found alive at `now`, with its name read (`through`: it is a make); None when
+    /// it has exited.
+    fn look(&self, pid: i32, now: Instant) -> Result<Option<Seen>> {
+        match self.reader.stat(pid) {
+            Ok(s) if !s.is_dead() => Ok(Some(Seen {
+                ppid: s.ppid,
+                since: now,
+                through: is_make(&s.comm),
+                named: now,
+            })),
+            // Exited between the listing and the read: never seen alive, not counted.
+            Ok(_) | Err(tact_linux::Error::NoProcess { .. }) => Ok(None),
+            Err(e) => Err(e).context("cannot read a process of the command"),
+        }
+    }
+
     /// Jobs running as of the last poll: wrapped jobs started and not ended, else the live
-    /// children of `root` (helpers count too: a program that keeps helper processes runs that
-    /// many more "jobs" than it works on).
+    /// children of `root` (with `children`, those of the makes below it instead of the makes;
+    /// helpers count too: a program that keeps helper processes runs that many more "jobs"
+    /// than it works on).
     pub fn running(&self, root: i32) -> usize {
         match &self.wrap {
             Some(wrap) => wrap.running(),
-            None => self.alive.values().filter(|s| s.ppid == root).count(),
+            None if self.deep => self.alive.values().filter(|s| s.ppid == root).count(),
+            None => self.alive.values().filter(|s| !s.through).count(),
         }
     }
 

@@ -91,6 +91,94 @@ fn auto_picks_fifo(command: &str, version: impl FnOnce(&str) -> Option<(u32, u32
         || (MAKES.contains(&name) && version(command).is_some_and(|v| v >= FIFO_MAKE))
 }
 
+/// Refuses a make (named make or gmake) given a `-j` of its own on the command line: make then
+/// runs that many jobs itself ("-jN forced in submake: resetting jobserver mode"), or all of
+/// them with a bare `-j`, and tact's count governs nothing. A `-j` in MAKEFLAGS is dropped
+/// instead (see [`makeflags`]): the user did not write it for this run.
+pub fn check_jobs_option(command: &[String]) -> Result<()> {
+    let Some((program, args)) = command.split_first() else {
+        return Ok(());
+    };
+    if !is_make(program) {
+        return Ok(());
+    }
+    if let Some(option) = jobs_option(args) {
+        bail!(
+            "{program} {option}: tact is make's jobserver and sets how many jobs run at once; \
+             with a -j of its own make ignores the jobserver. Remove {option} (--max N sets the \
+             most jobs tact allows, --init N where it starts)"
+        );
+    }
+    Ok(())
+}
+
+/// Whether `command` runs as GNU make (by its name).
+pub fn is_make(command: &str) -> bool {
+    let name = Path::new(command).file_name().and_then(|n| n.to_str());
+    name.is_some_and(|n| MAKES.contains(&n))
+}
+
+/// make's short options that take an argument (the rest of the word, else the next word), and
+/// those whose argument is optional (only the rest of the word), as GNU make's getopt reads them.
+const SHORT_ARG: &str = "CfIoWE";
+const SHORT_OPTIONAL: &str = "lO";
+/// make's long options that take the next word as their argument when given without `=`.
+const LONG_ARG: [&str; 10] = [
+    "directory",
+    "file",
+    "makefile",
+    "include-dir",
+    "old-file",
+    "assume-old",
+    "what-if",
+    "new-file",
+    "assume-new",
+    "eval",
+];
+
+/// The first word of make's arguments that sets its job count: `-j`, `-jN`, `-kj4`, `--jobs`,
+/// `--jobs=N`. Words after `--`, and arguments of other options, are not options.
+fn jobs_option(args: &[String]) -> Option<&str> {
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            return None;
+        }
+        if let Some(long) = word.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (long, false),
+            };
+            if name == "jobs" {
+                return Some(word);
+            }
+            if !value && LONG_ARG.contains(&name) {
+                words.next();
+            }
+            continue;
+        }
+        // A target, a variable assignment, or `-` alone.
+        let Some(short) = word.strip_prefix('-') else {
+            continue;
+        };
+        for (i, c) in short.char_indices() {
+            if c == 'j' {
+                return Some(word);
+            }
+            if SHORT_ARG.contains(c) {
+                if i + c.len_utf8() == short.len() {
+                    words.next();
+                }
+                break;
+            }
+            if SHORT_OPTIONAL.contains(c) {
+                break;
+            }
+        }
+    }
+    None
+}
+
 /// The GNU make version of `make` (run as `make --version`, found as the command will be, on
 /// every run: an upgrade takes effect at once); None when it does not run, does not finish
 /// within [`VERSION_TIMEOUT`], or is not GNU make.
@@ -355,6 +443,45 @@ mod tests {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
     use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn a_make_with_its_own_job_count_is_refused() {
+        for (words, option) in [
+            (&["make", "-j4"][..], "-j4"),
+            (&["make", "-j"], "-j"),
+            (&["/usr/bin/gmake", "all", "-j", "8"], "-j"),
+            (&["make", "-kj4"], "-kj4"),
+            (&["make", "--jobs"], "--jobs"),
+            (&["make", "--jobs=3", "all"], "--jobs=3"),
+            (&["make", "-C", "src", "-sj2"], "-sj2"),
+        ] {
+            let e = check_jobs_option(&argv(words)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(" {option}: tact is make's jobserver")),
+                "{e}"
+            );
+            assert!(e.contains(&format!("Remove {option} (--max N")), "{e}");
+        }
+        for words in [
+            &["make", "all", "V=1"][..],
+            &["make", "-C", "-j"],
+            &["make", "-Cj"],
+            &["make", "-f", "-j4"],
+            &["make", "--directory", "-j"],
+            &["make", "--directory=x", "-k"],
+            &["make", "-O-j"],
+            &["make", "--", "-j"],
+            &["make", "--jobserver-style=fifo"],
+            &["xargs", "-j4"],
+            &["ninja", "-j4"],
+        ] {
+            assert!(check_jobs_option(&argv(words)).is_ok(), "{words:?}");
+        }
+    }
 
     #[test]
     fn makeflags_keep_the_users_flags_and_variables() {

@@ -41,7 +41,7 @@ use freeze::{Discovery, Freezer};
 use jobserver::Jobserver;
 pub use jobserver::Style as JobserverStyle;
 use pressure::{PressureMeter, PSI_PERIOD};
-use report::{Report, Summary};
+use report::{start_line, Report, Summary};
 use signals::Signals;
 pub use warm::parse_key;
 use warm::{Loaded, WarmStore};
@@ -98,6 +98,9 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         .then(|| signals::receiver(&args.command, args.signals_start))
         .transpose()?;
     args.completions.check(&args.command)?;
+    if !(args.freeze || args.signals || args.workers_file.is_some()) {
+        jobserver::check_jobs_option(&args.command)?;
+    }
     if args.freeze {
         freeze::check(&args.completions)?;
     }
@@ -176,6 +179,9 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         js.prepare(&mut command);
     }
     completions.prepare(&mut command);
+    if let Some(c) = &controller {
+        eprintln!("{}", c.start);
+    }
     let mut child = match spawn(&mut command, cmd) {
         Ok(child) => child,
         Err(code) => return Ok(code),
@@ -234,6 +240,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     let Controller {
         mut policy,
         pressure,
+        start: _,
     } = controller.expect("built before the loop");
     let sight = Sight::of(&actuator, &args.completions);
     if sight != Sight::Jobs {
@@ -294,6 +301,9 @@ struct Controller {
     policy: Box<dyn Policy + Send>,
     /// What `tcc:psi=1` reads.
     pressure: Option<PressureMeter>,
+    /// How the run starts ([`start_line`]), printed as the command starts: an error before
+    /// that is then the only line tact prints.
+    start: String,
 }
 
 /// Builds the controller for counts in `n_init..=n_max`, from `--key`'s record when there is
@@ -315,6 +325,8 @@ fn controller(
         report.key(store.key(), store.path(), warm)?;
     }
     let target = policy.target();
+    let tcc = tcc_params_from_spec(&spec, n_init, n_max).ok().flatten();
+    let start = start_line(&driving(args), target, n_max, &spec, tcc.as_ref());
     if let (Some(store), Some(count)) = (store, warm) {
         // TCC's first cycle is a normal one from that count: its base at the count's cut.
         eprintln!(
@@ -324,7 +336,26 @@ fn controller(
         );
     }
     report.target(at, target, 0, Load::default())?;
-    Ok(Controller { policy, pressure })
+    Ok(Controller {
+        policy,
+        pressure,
+        start,
+    })
+}
+
+/// How tact tells the command its count, for the start line.
+fn driving(args: &TuneArgs) -> String {
+    if args.freeze {
+        "stopping the pool's surplus workers (--freeze)".to_string()
+    } else if let Some(path) = &args.workers_file {
+        format!("the workers file {}", path.display())
+    } else if args.signals {
+        "SIGUSR1/SIGUSR2 for each job more or fewer".to_string()
+    } else if jobserver::is_make(&args.command[0]) {
+        "make's jobserver".to_string()
+    } else {
+        "a make jobserver".to_string()
+    }
 }
 
 /// With `--freeze`, before the command starts: `--init` and `--max` agree, a `--key` comes
@@ -394,6 +425,7 @@ fn freeze_pool(
     }
     let at = start.elapsed();
     let c = controller(args, store, n_init, n_max, report, at)?;
+    eprintln!("{}", c.start);
     let freezer = Freezer::new(
         root.pid(),
         depth,

@@ -1,17 +1,43 @@
 //! What `tact tune` tells: one JSON line per change of the count, per controller transition,
 //! per bottleneck reading and per change of a frozen pool (`--json-log`), transitions and
-//! frozen counts on stderr with `-v`, and a summary line at the end.
+//! frozen counts on stderr with `-v`, a line at the start and a summary line at the end.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
-use tact_core::tune::{Load, Phase, Reason, Transition};
+use tact_core::tune::{Load, Phase, Reason, Transition, TuneParams};
 use tact_lib::tune::{TurnEvent, TurnKind, TurnStats};
 
 use super::freeze::Frozen;
 use crate::trace::JsonLines;
+
+/// The line on stderr as the controller starts: how tact drives the command, the count, and
+/// when TCC (`tcc`: its parameters) takes its first step, which takes tens of seconds and says
+/// nothing meanwhile without -v.
+pub fn start_line(
+    how: &str,
+    target: usize,
+    n_max: usize,
+    spec: &str,
+    tcc: Option<&TuneParams>,
+) -> String {
+    let jobs = if target == 1 { "job" } else { "jobs" };
+    let start = format!("tact: tune: {how}, starting at {target} {jobs} at once (at most {n_max})");
+    let Some(p) = tcc else {
+        return format!("{start}, policy {spec}");
+    };
+    // The first configuration settles for max(n, b) completions, then measures n* batches of
+    // b = max(batch_min, n) (tact-core's Tcc), unless its dwell cap of busy time comes first.
+    let b = (p.batch_min as usize).max(target);
+    let jobs = (p.n_star as usize + 1) * b;
+    format!(
+        "{start}; TCC's first step after ~{jobs} jobs finish or {}s at full load, whichever is \
+         first (-v shows each step)",
+        p.dwell.as_secs_f64()
+    )
+}
 
 #[derive(Serialize)]
 struct TargetLine {
