@@ -679,3 +679,50 @@ fn v1_tree_on_this_machine_writes_reads_moves_and_leaves_nothing() {
     assert_eq!(cgroup_lines(spin_pid), spin_before);
     assert!(exists(ProcReader::new().stat(spin_pid).unwrap().id()));
 }
+
+/// Direct reads by a process in a fresh v1 blkio cgroup show in `disk_bytes`, on a disk no
+/// cgroup throttles. Since Linux 6.x blk-throttle counts a disk's bios per cgroup only once it
+/// has been set up there, which a limit does; the tree sets it up with "no limit" (on 6.18 the
+/// tickets run's reader showed 0 bytes before).
+#[test]
+fn v1_disk_bytes_count_direct_reads_on_a_disk_nobody_throttles() {
+    let hier = match real_v1() {
+        Ok(h) => h,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let name = format!("tact-test-{}-diskbytes", std::process::id());
+    let top = hier.get(Controller::Io).unwrap().mount.dir.join(&name);
+    let _leftovers = Leftovers(vec![top.clone()]);
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("data");
+    fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+
+    let mut tree = KnobTree::create(&hier, &[Controller::Io], &name, Some("/")).unwrap();
+    let node = tree.add_node(KnobTree::ROOT, "reader").unwrap();
+    // The reader waits for its move before it reads.
+    let ready = dir.path().join("moved");
+    let reader = Reaped(sh(&format!(
+        "while [ ! -e {ready} ]; do sleep 0.01; done; \
+         dd if={data} of=/dev/null bs=4k iflag=direct 2>/dev/null; exec sleep 60",
+        ready = ready.display(),
+        data = data.display()
+    )));
+    tree.move_pid(node, reader.0.id() as i32).unwrap();
+    fs::write(&ready, "").unwrap();
+    assert!(
+        wait_until(PATIENCE, || tree
+            .disk_bytes(node)
+            .is_ok_and(|b| b.read >= 1 << 20)),
+        "1 MiB read with O_DIRECT, counted: {:?}",
+        tree.disk_bytes(node)
+    );
+    // Nothing is limited: the knob lists no device.
+    let limits = fs::read_to_string(top.join("blkio.throttle.read_bps_device")).unwrap();
+    assert!(limits.trim().is_empty(), "{limits}");
+    drop(reader);
+    tree.teardown().unwrap();
+    assert!(!top.exists());
+}

@@ -18,6 +18,26 @@ use crate::actuate::stale;
 use crate::error::{Error, Result};
 use crate::probe::proc::ProcReader;
 
+/// Makes v1 blkio count the bytes of every whole disk, which [`KnobTree::disk_bytes`] reads from
+/// `blkio.throttle.io_service_bytes_recursive`. Since Linux 6.x blk-throttle sets itself up on a
+/// disk (and only then counts its bios per cgroup) the first time some cgroup configures a
+/// limit there, so on a disk nobody throttles the file stays at 0 (as a `dd iflag=direct` in a
+/// fresh cgroup on 6.18 showed). Writing `MAJ:MIN 0` ("no limit") to `top`'s
+/// `blkio.throttle.read_bps_device` sets it up without limiting anything; it stays set up for
+/// the disk's life. A disk that refuses (no blk-throttle for it) keeps counting nothing, which
+/// is what it did before; a `top` that has no such file (not a blkio cgroup) is left alone.
+fn count_disk_bytes_v1(top: &Path) {
+    let knob = top.join("blkio.throttle.read_bps_device");
+    let (Ok(disks), true) = (fs::read_dir("/sys/block"), knob.exists()) else {
+        return;
+    };
+    for disk in disks.flatten() {
+        if let Ok(dev) = fs::read_to_string(disk.path().join("dev")) {
+            let _ = fs::write(&knob, format!("{} 0\n", dev.trim()));
+        }
+    }
+}
+
 /// A node of a [`KnobTree`], in the order of creation; [`KnobTree::ROOT`] is `BASE/NAME` itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct NodeId(pub usize);
@@ -137,6 +157,9 @@ impl KnobTree {
             }
             mkdir(&h.top)?;
             h.created = true;
+            if h.version == CgroupVersion::V1 && h.controllers.contains(&Controller::Io) {
+                count_disk_bytes_v1(&h.top);
+            }
         }
         Ok(tree)
     }

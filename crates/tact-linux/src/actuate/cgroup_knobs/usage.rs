@@ -93,8 +93,10 @@ impl KnobTree {
 
     /// Disk bytes `node` has read and written: v2 `io.stat` (`rbytes`, `wbytes`); v1
     /// `blkio.throttle.io_service_bytes_recursive`, which counts every device whatever its
-    /// scheduler, else `blkio.bfq.io_service_bytes_recursive`. v1 does not charge buffered
-    /// writeback to the cgroup that dirtied the pages, so only reads and direct writes show.
+    /// scheduler once blk-throttle is set up on it (the tree does that when it is made:
+    /// `count_disk_bytes_v1`), else `blkio.bfq.io_service_bytes_recursive`. v1 does not charge
+    /// buffered writeback to the cgroup that dirtied the pages, so only reads and direct writes
+    /// show.
     pub fn disk_bytes(&self, node: NodeId) -> Result<DiskBytes> {
         let dir = self.node_dir(node, Controller::Io)?;
         match self.version(Controller::Io)? {
