@@ -238,7 +238,7 @@ impl Completions {
     /// The live children of `root`, and of every make among them, and so on down: the jobs,
     /// and the makes looked through.
     fn jobs(&self, root: i32, now: Instant) -> Result<HashMap<i32, Seen>> {
-        let mut alive = HashMap::new();
+        let mut alive: HashMap<i32, Seen> = HashMap::new();
         let mut parents = vec![root];
         while let Some(parent) = parents.pop() {
             let pids = match self.reader.children(parent) {
@@ -247,6 +247,26 @@ impl Completions {
                 Err(tact_linux::Error::NoProcess { .. }) => continue,
                 Err(e) => return Err(e).context("cannot list the command's processes"),
             };
+            // A make's child is named make from its fork until its exec: one seen so may have
+            // exec'd a recipe's shell and forked that shell's first command before its children
+            // were listed, which would count that command as a job too (one job too many under
+            // load in CI). So its children count only if it is still a make (or runs one) after
+            // the listing; otherwise it is the job.
+            if parent != root {
+                match self.look_through(parent, now)? {
+                    Some(again) if again.through => {}
+                    Some(again) => {
+                        if let Some(seen) = alive.get_mut(&parent) {
+                            *seen = Seen {
+                                since: seen.since,
+                                ..again
+                            };
+                        }
+                        continue;
+                    }
+                    None => continue,
+                }
+            }
             for pid in pids {
                 let seen = match self.alive.get(&pid) {
                     // Looked at recently as a job: still one (a make's name is read every
