@@ -135,13 +135,17 @@ fn a_killed_instance_stops_counting() {
     let dir = tempfile::tempdir().unwrap();
     let a = Registry::register_in(dir.path(), "db").unwrap();
     // Another process holds a lock on a file of its own in the registry, as an instance does,
-    // and is then killed: the kernel drops its lock.
+    // and is then killed: the kernel drops its lock. Like an instance it locks the file under
+    // a hidden name and renames it into place: a count between its open and its flock would
+    // take the file for a dead instance's and remove it (under CI load it did).
     let path = dir.path().join("db.live").join("1-1");
+    let hidden = dir.path().join("db.live").join(".1-1");
     let mut child = std::process::Command::new("sh")
         .arg("-c")
-        .arg(r#"exec 9>"$1"; flock -x 9; exec sleep 60"#)
+        .arg(r#"exec 9>"$2"; flock -x 9; mv "$2" "$1"; exec sleep 60"#)
         .arg("sh")
         .arg(&path)
+        .arg(&hidden)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
