@@ -296,6 +296,26 @@ fn burst(rig: &Rig, secs: f64) -> Burst {
     }
 }
 
+/// Over one second the job's class carries its flood (over 1 MiB) and the foreground class next
+/// to nothing (under 2% of it).
+fn the_jobs_class_carries_the_flood(rig: &Rig, when: &str) {
+    let (f0, b0) = rig.classes();
+    std::thread::sleep(Duration::from_secs(1));
+    let (f1, b1) = rig.classes();
+    eprintln!(
+        "{when}, one second: the job's class {} kB, the foreground class {} kB",
+        (b1 - b0) / 1000,
+        (f1 - f0) / 1000
+    );
+    assert!(b1 - b0 > 1 << 20, "the job's class sent {} bytes", b1 - b0);
+    assert!(
+        f1 - f0 < (b1 - b0) / 50,
+        "the foreground class sent {} bytes beside the job's {}",
+        f1 - f0,
+        b1 - b0
+    );
+}
+
 /// Three short foreground bursts, one after the other: while one flows the gate holds the job
 /// and the tree serves the foreground first, so the job's class sends only what was queued
 /// before; once the burst has ended and a PI has passed, the job runs and its class sends again
@@ -1105,21 +1125,7 @@ fn packets_forwarded_from_the_jobs_own_namespace_are_marked_into_its_class() {
         rig.classes().1 > 1 << 20
     });
     // The flood alone: all of it in the job's class, the foreground class quiet.
-    let (f0, b0) = rig.classes();
-    std::thread::sleep(Duration::from_secs(1));
-    let (f1, b1) = rig.classes();
-    eprintln!(
-        "the job alone, one second: its class {} kB, the foreground class {} kB",
-        (b1 - b0) / 1000,
-        (f1 - f0) / 1000
-    );
-    assert!(b1 - b0 > 1 << 20, "the job's class sent {} bytes", b1 - b0);
-    assert!(
-        f1 - f0 < (b1 - b0) / 50,
-        "the foreground class sent {} bytes beside the job's {}",
-        f1 - f0,
-        b1 - b0
-    );
+    the_jobs_class_carries_the_flood(&rig, "the job alone");
     three_bursts_go_before_the_job(&rig);
 
     // The member that was in the namespace exits: its chain goes within a second or so.
@@ -1232,21 +1238,7 @@ fn an_attached_process_in_its_own_namespace_has_its_forwarded_packets_marked() {
     wait_for(PATIENCE, "the job's class to carry the flood", || {
         rig.classes().1 > 1 << 20
     });
-    let (f0, b0) = rig.classes();
-    std::thread::sleep(Duration::from_secs(1));
-    let (f1, b1) = rig.classes();
-    eprintln!(
-        "attached, one second: the job's class {} kB, the foreground class {} kB",
-        (b1 - b0) / 1000,
-        (f1 - f0) / 1000
-    );
-    assert!(b1 - b0 > 1 << 20, "the job's class sent {} bytes", b1 - b0);
-    assert!(
-        f1 - f0 < (b1 - b0) / 50,
-        "the foreground class sent {} bytes beside the job's {}",
-        f1 - f0,
-        b1 - b0
-    );
+    the_jobs_class_carries_the_flood(&rig, "attached");
     // SIGTERM: tact stops regulating, the process runs on, the chain and table go.
     kill(tact.0.id() as i32, Signal::SIGTERM);
     let status = tact.0.wait().unwrap();
