@@ -644,6 +644,26 @@ fn the_job_is_in_its_cgroup_from_its_first_instruction() {
 /// A daemon the test started, stopped with SIGTERM however the test ends.
 struct Daemon(Child);
 
+impl Daemon {
+    /// A daemon with its runtime directory and socket in `dir`, listening.
+    fn start(dir: &Path) -> (Daemon, PathBuf) {
+        let socket = dir.join("daemon.sock");
+        let daemon = Daemon(
+            tact()
+                .env("TACT_RUNTIME_DIR", dir.join("daemon"))
+                .arg("daemon")
+                .arg("--socket")
+                .arg(&socket)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for(PATIENCE, "the daemon to listen", || socket.exists());
+        (daemon, socket)
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         kill(self.0.id() as i32, Signal::SIGTERM);
@@ -659,19 +679,7 @@ fn tact_status_shows_the_tree_and_the_marking() {
     }
     let rig = Rig::new("g");
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("daemon.sock");
-    let _daemon = Daemon(
-        tact()
-            .env("TACT_RUNTIME_DIR", dir.path().join("daemon"))
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(PATIENCE, "the daemon to listen", || socket.exists());
+    let (_daemon, socket) = Daemon::start(dir.path());
     let go = dir.path().join("go");
     let job = format!(
         "python3 -c \"{}\"; while [ ! -e {go} ]; do sleep 0.05; done",
@@ -1300,19 +1308,7 @@ fn a_job_that_enters_its_namespace_after_the_start_gets_a_marking_record() {
     let rig = Rig::new("y");
     let ns = JobNs::new(&rig, "y");
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("daemon.sock");
-    let _daemon = Daemon(
-        tact()
-            .env("TACT_RUNTIME_DIR", dir.path().join("daemon"))
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(PATIENCE, "the daemon to listen", || socket.exists());
+    let (_daemon, socket) = Daemon::start(dir.path());
     let log = dir.path().join("idle.jsonl");
     let (go, done) = (dir.path().join("go"), dir.path().join("done"));
     // The member enters the namespace once the start record is written.
