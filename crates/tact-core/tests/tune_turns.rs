@@ -633,6 +633,226 @@ fn the_others_completions_are_ignored_outside_the_turn() {
     assert_eq!(told.status(), plain.status());
 }
 
+/// One instance beside `peers` workers of another instance (which hold their count) on a
+/// bottleneck of `total(N)` tasks/s at N tasks in all, shared by count. The host grants the
+/// turn whenever it is wanted, tells the others' completions just before each of the
+/// instance's own (coordinated, with peers), and, given `util`, reports the bottleneck's
+/// utilization `util(N)` every 100 ms, at the first completion after each period.
+struct Shared {
+    tcc: Tcc,
+    now: Duration,
+    in_flight: usize,
+    peers: usize,
+    carry: f64,
+    total: fn(usize) -> f64,
+    util: Option<fn(usize) -> f64>,
+    next_hint: Duration,
+    trace: Vec<Transition>,
+}
+
+impl Shared {
+    fn new(params: TuneParams, coordinate: bool, total: fn(usize) -> f64) -> Shared {
+        let mut tcc = Tcc::new(params).unwrap();
+        if coordinate {
+            tcc.coordinate();
+        }
+        let in_flight = tcc.target();
+        tcc.on_start(Duration::ZERO, Load::new(in_flight, 1));
+        tcc.grant_turn(Duration::ZERO);
+        Shared {
+            tcc,
+            now: Duration::ZERO,
+            in_flight,
+            peers: 0,
+            carry: 0.0,
+            total,
+            util: None,
+            next_hint: TENTH,
+            trace: Vec::new(),
+        }
+    }
+
+    /// The next completion of the instance's own, and what comes before it.
+    fn step(&mut self) {
+        let n = self.in_flight + self.peers;
+        let all = (self.total)(n);
+        let own = all * self.in_flight as f64 / n as f64;
+        self.now += Duration::from_secs_f64(1.0 / own);
+        let now = self.now;
+        if self.peers > 0 {
+            self.carry += (all - own) / own;
+            let others = self.carry.floor();
+            self.carry -= others;
+            if others > 0.0 {
+                let answer = self.tcc.on_peer_completions(now, others as u32);
+                grow(&mut self.tcc, &mut self.in_flight, now, answer);
+            }
+        }
+        if let Some(util) = self.util.filter(|_| now >= self.next_hint) {
+            self.next_hint = now + TENTH;
+            let answer = self.tcc.on_hint(now, util(n));
+            grow(&mut self.tcc, &mut self.in_flight, now, answer);
+        }
+        // A shrink takes effect as tasks finish, a rise at once (as hosts do).
+        self.in_flight = (self.in_flight - 1).max(self.tcc.target());
+        let answer = self.tcc.on_complete(now, Load::new(self.in_flight, 1));
+        grow(&mut self.tcc, &mut self.in_flight, now, answer);
+        let answer = self.tcc.grant_turn(now);
+        grow(&mut self.tcc, &mut self.in_flight, now, answer);
+        self.trace.extend(self.tcc.drain_trace());
+    }
+
+    /// Runs until `done` holds; panics after [`MAX`] completions.
+    fn run_until(&mut self, done: impl Fn(&Shared) -> bool) {
+        for _ in 0..MAX {
+            if done(self) {
+                return;
+            }
+            self.step();
+        }
+        panic!("not done: {:?}", self.trace);
+    }
+
+    fn steady_entries(&self) -> usize {
+        self.trace.iter().filter(|t| t.to == Phase::Steady).count()
+    }
+}
+
+/// A bottleneck that serves 100 tasks/s per task up to 10 in all, and 1,000/s beyond.
+fn knee(n: usize) -> f64 {
+    100.0 * n.min(10) as f64
+}
+
+fn knee_util(n: usize) -> f64 {
+    knee(n) / 1000.0
+}
+
+/// An instance alone on [`knee`] with the hint (told k = 1), run to its first steady state;
+/// then 4 workers of another instance join the bottleneck, the host tells `instances`, and
+/// the instance runs on for 40 busy seconds (its steady timeout is at least 60). Its trace
+/// from the join on, and its count at the join.
+fn joined_by_four(
+    coordinate: bool,
+    instances: usize,
+    util: fn(usize) -> f64,
+) -> (Vec<Transition>, usize) {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    let mut pool = Shared::new(params, coordinate, knee);
+    pool.util = Some(knee_util);
+    if coordinate {
+        pool.tcc.set_instances(1);
+    }
+    pool.run_until(|p| p.steady_entries() >= 1);
+    let (from, count) = (pool.trace.len(), pool.tcc.target());
+    pool.peers = 4;
+    pool.util = Some(util);
+    pool.tcc.set_instances(instances);
+    let until = pool.tcc.busy() + Duration::from_secs(40);
+    pool.run_until(|p| p.tcc.busy() >= until);
+    (pool.trace[from..].to_vec(), count)
+}
+
+#[test]
+fn above_its_fair_share_of_a_bottleneck_above_util_a_steady_instance_gives_back() {
+    // Alone, the instance holds 10 workers (the knee, u = 1). Beside 4 of another's it holds
+    // 71% of the key's completions, more than half by more than a worker, with the bottleneck
+    // above `util`: a cycle starts from its base cut within a few windows (a hinted Shift,
+    // the crowding rule), long before its timeout, and its removals, judged by the
+    // bottleneck's throughput, give back what the knee does not need: 6 beside 4. Not below
+    // the others' 4 (a removal to 5 costs the bottleneck 10%). Before the rule it held 10
+    // until its timeout.
+    let (trace, count) = joined_by_four(true, 2, knee_util);
+    assert_eq!(count, 10);
+    let first = &trace[0];
+    assert_eq!(
+        (first.from, first.to, first.reason, first.hinted),
+        (Phase::Steady, Phase::Base, Reason::Shift, true),
+        "{trace:?}"
+    );
+    let steady: Vec<usize> = trace
+        .iter()
+        .filter(|t| t.to == Phase::Steady)
+        .map(|t| t.target_to)
+        .collect();
+    assert_eq!(steady.first(), Some(&6), "{trace:?}");
+    assert!(steady.iter().all(|&n| n == 6), "{trace:?}");
+    assert!(trace.iter().all(|t| t.target_to >= 4), "{trace:?}");
+    // Once per count: a crowding cycle that came back to its count does not start again from
+    // there (the second, from 6, did).
+    let starts = trace.iter().filter(|t| t.from == Phase::Steady).count();
+    assert_eq!(starts, 2, "{trace:?}");
+    assert_eq!(trace.last().map(|t| t.to), Some(Phase::Steady));
+}
+
+#[test]
+fn a_steady_instance_holds_its_count_without_the_crowding_rule_s_conditions() {
+    // The same join, and the steady state runs on to its timeout: when the host does not tell
+    // of the second instance (k = 1: no fair share to be above), when the bottleneck reads
+    // below `util` (0.89, above the room rule's 0.88), and without coordination.
+    let below = |_: usize| 0.89;
+    for (coordinate, k, util) in [
+        (true, 1, knee_util as fn(usize) -> f64),
+        (true, 2, below),
+        (false, 2, knee_util),
+    ] {
+        let (trace, count) = joined_by_four(coordinate, k, util);
+        assert_eq!(count, 10);
+        assert!(trace.is_empty(), "{coordinate} {k}: {trace:?}");
+    }
+}
+
+/// A bottleneck whose throughput barely depends on the count (960/s at 1 task, 1,000/s from
+/// 10 on), whose meter reads 0.95 from 10 tasks on and 0.85 below.
+fn plateau(n: usize) -> f64 {
+    1000.0 * (0.956 + 0.0044 * n.min(10) as f64)
+}
+
+fn plateau_util(n: usize) -> f64 {
+    if n >= 10 {
+        0.95
+    } else {
+        0.85
+    }
+}
+
+#[test]
+fn at_or_above_its_fair_share_the_hint_s_remove_rule_yields_to_the_others() {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    let mut pool = Shared::new(params, true, plateau);
+    pool.util = Some(plateau_util);
+    pool.tcc.set_instances(1);
+    pool.run_until(|p| p.steady_entries() >= 1);
+    // Alone, the hint's remove rule holds 10: a removal keeps the throughput within δ but
+    // runs the bottleneck below `util`, and nobody else wants what it leaves.
+    assert_eq!(pool.tcc.target(), 10, "{:?}", pool.trace);
+    let undone = |trace: &[Transition]| {
+        trace
+            .iter()
+            .any(|t| t.from == Phase::Remove && t.reason == Reason::Lost && t.hinted)
+    };
+    assert!(undone(&pool.trace), "{:?}", pool.trace);
+    // Beside 4 workers of another instance (k = 2) the crowding rule starts a cycle, and its
+    // removals below 10 tasks in all are kept while the instance holds at least half the
+    // key's completions: the other, below its share, wants what they leave (with the remove
+    // rule as it was, the cycle stopped at 6). It ends at 5 or 4 beside the other's 4.
+    let from = pool.trace.len();
+    pool.peers = 4;
+    pool.tcc.set_instances(2);
+    pool.run_until(|p| p.steady_entries() >= 2);
+    let cycle = &pool.trace[from..];
+    assert_eq!(cycle[0].reason, Reason::Shift, "{cycle:?}");
+    assert!((4..=5).contains(&pool.tcc.target()), "{cycle:?}");
+    assert!(!undone(&cycle[..cycle.len() - 1]), "{cycle:?}");
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Op {
     /// A completion `ms` after the previous event, with this many tasks in flight.

@@ -6,7 +6,7 @@
 //! About three minutes on two cores (most of it the 20-seed runs and the X6 fronts).
 
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tact_core::stats::normal_quantile;
 use tact_core::tune::decide::{n1_hat, n1_hat_printed};
@@ -405,18 +405,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             waits.join(", "),
         );
     }
+    // Joining at 0 s, the two start together: the second's first turn comes at once (the
+    // first's cycle, just granted, ends at its next event), and the first waits for it.
+    let joins: Vec<Duration> = std::iter::once(Duration::ZERO)
+        .chain(coord::EARLY_JOINS)
+        .collect();
     let early: Vec<Vec<coord::Latecomer>> = [false, true]
         .into_iter()
-        .flat_map(|hint| coord::EARLY_JOINS.map(|join| (hint, join)))
+        .flat_map(|hint| joins.iter().map(move |&join| (hint, join)))
         .map(|(hint, join)| {
             (1..=5)
                 .map(|seed| coord::latecomer_at(Turns::Lock, hint, seed, join))
                 .collect()
         })
         .collect();
-    println!("\nThe same pair with turn-taking, the second pool joining while the first still explores its first cycles: the time from the join to the latecomer's first turn and its share 10–100 s after the join, median [min–max] of seeds 1–5.\n");
-    println!("| join | hint | first turn after | latecomer, 10–100 s |");
-    println!("|---:|---|---|---|");
+    println!("\nThe same pair with turn-taking, the second pool starting with the first (0 s) or joining while the first still explores its first cycles (20–50 s): the time from the join to the latecomer's first turn, its share 10–100 s and 0–300 s after the join, and the service's utilization 10–100 s, median [min–max] of seeds 1–5.\n");
+    println!(
+        "| join | hint | first turn after | latecomer, 10–100 s | latecomer, 0–300 s | service |"
+    );
+    println!("|---:|---|---|---|---|---|");
     for runs in &early {
         let spread = |xs: Vec<f64>, scale: f64, unit: &str| {
             let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
@@ -433,11 +440,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|r| r.wait.map_or(f64::INFINITY, |w| w.as_secs_f64()))
             .collect();
         println!(
-            "| {} s | {} | {} | {} |",
+            "| {} s | {} | {} | {} | {} | {} |",
             runs[0].join.as_secs(),
             if runs[0].hint { "on" } else { "off" },
             spread(waits, 1.0, " s"),
             spread(runs.iter().map(|r| r.share).collect(), 100.0, "%"),
+            spread(runs.iter().map(|r| r.share_long).collect(), 100.0, "%"),
+            spread(runs.iter().map(|r| r.utilization).collect(), 100.0, "%"),
         );
     }
 

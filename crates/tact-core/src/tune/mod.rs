@@ -15,6 +15,9 @@
 //! (beyond the paper; inert on a saturated bottleneck, so Theorem 1's bound stands); a
 //! steady count that had room ends early when the bottleneck becomes saturated (`saturated`),
 //! and one that keeps it below `util − room` climbs again from its count (`room`).
+//! Coordinated with other instances, a steady count above its fair share of a bottleneck above
+//! `util` is judged again beside them (the crowding rule), and the hint does not undo a
+//! removal that leaves the instance at or above its fair share.
 //!
 //! With `TuneParams::psi` on, pressure stall readings ([`Policy::on_pressure`]) may stop a rise,
 //! start a cycle early, or cut a stalling count in Max or Remove back to its base (spec §6

@@ -286,7 +286,8 @@ pub struct Transition {
     /// counted as `Better` because the bottleneck stayed below its utilization target, a
     /// removal that kept throughput counted as `Lost` because it left the bottleneck below it,
     /// or a steady state ended because its bottleneck became saturated (`Shift`) or had room
-    /// below the target (`Room`).
+    /// below the target (`Room`), or, coordinated, because it held more than its fair share of
+    /// a bottleneck above the target (`Shift`).
     #[serde(default)]
     pub hinted: bool,
     /// PSI decided it (`TuneParams::psi`): an add step revoked for memory or I/O stalls

@@ -62,6 +62,19 @@ impl Util {
     }
 }
 
+/// What the hint's crowding rule judges a coordinated steady state by (see [`Tcc::crowded`]):
+/// the bottleneck's utilization and the instance's share of the key's completions over its
+/// change-detection windows since the later of the steady state's start and the last change
+/// in the number of instances.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Crowd {
+    util: Util,
+    share: Share,
+    windows: u32,
+    /// The number of instances changed during the window under way: it is left out.
+    skip: bool,
+}
+
 /// How long a steady state ignores PSI readings (host time from its start): avg10 is an
 /// exponential average with a 10 s time constant, so the stalls of the counts explored just
 /// before (a revoked, stalling add step) still show in it; after 20 s they have decayed to
@@ -258,6 +271,13 @@ pub struct Tcc {
     /// The count the room rule last climbed from, since the last cycle it did not start (see
     /// [`Tcc::has_room`]).
     climbed_from: Option<usize>,
+    /// Coordinated: the steady state's windows for the hint's crowding rule, the running
+    /// share count at the end of the last window, and the count the rule last started a cycle
+    /// from with the others' workers it saw then ([`Share::others`]), since the last cycle of
+    /// another cause or change in the number of instances (see [`Tcc::crowded`]).
+    crowd: Crowd,
+    share_mark: Share,
+    shed_from: Option<(usize, f64)>,
     strikes: u32,
     steady_timeout: Duration,
     cycle_start: Duration,
@@ -331,6 +351,9 @@ impl Tcc {
             steady_util: None,
             window_mark: Util::default(),
             climbed_from: None,
+            crowd: Crowd::default(),
+            share_mark: Share::default(),
+            shed_from: None,
             strikes: 0,
             steady_timeout: params.steady_max,
             cycle_start: Duration::ZERO,
@@ -464,15 +487,27 @@ impl Tcc {
     /// Completions of the other coordinated instances. While this one holds the turn (a cycle
     /// under way) they are samples as its own are: the others hold their counts, so the
     /// throughput its tests compare is the bottleneck's, and a step that only takes share from
-    /// them gains nothing. Outside the turn they are ignored: the steady state watches the
-    /// instance's own throughput, and other instances explore then.
+    /// them gains nothing. Outside the turn they are no samples: the steady state watches the
+    /// instance's own throughput, and other instances explore then; with others on the key
+    /// (k ≥ 2) Steady counts them for the share its crowding rule judges ([`Tcc::crowded`]).
     fn handle_peers(&mut self, now: Duration, count: u32) {
         // A join ends the cycle at any event, a peer's completion included (often the
         // newcomer's first).
         let at = self.last_at.map_or(now, |last| now.max(last));
         self.end_if_joined(at);
         // Starved, the instance takes no samples of its own either.
-        if !self.turns.holds(self.phase) || !self.saturated || count == 0 {
+        if !self.saturated || count == 0 {
+            return;
+        }
+        if self.phase == Phase::Steady && self.turns.instances() >= 2 && self.turns.on() {
+            // Not samples, but the steady state's share of the key's completions, for the
+            // hint's crowding rule: counted as its own completions are, once settled.
+            if self.settle == Settle::Done {
+                self.share.add_peers(count);
+            }
+            return;
+        }
+        if !self.turns.holds(self.phase) {
             return;
         }
         let (at, advanced) = self.advance(now, false);
@@ -563,9 +598,9 @@ impl Tcc {
         })
     }
 
-    /// The bottleneck's mean utilization over the change-detection window just completed (the
-    /// reports since the previous window's end), and the mark moved to now.
-    fn window_util(&mut self) -> Option<f64> {
+    /// The bottleneck's utilization reports over the change-detection window just completed
+    /// (those since the previous window's end), and the mark moved to now.
+    fn window_reports(&mut self) -> Util {
         let measured = self
             .measure_from
             .map_or(0.0, |m| self.busy.saturating_sub(m).as_secs_f64());
@@ -579,10 +614,57 @@ impl Tcc {
             sum: now.sum - mark.sum,
             measured: now.measured - mark.measured,
         }
-        .mean()
-        // Differences of running sums round: a bottleneck reported at 1 throughout must not
-        // read above it (`saturated` = 1 turns the rule off).
-        .map(|u| u.min(1.0))
+    }
+
+    /// The window's mean utilization, from [`Tcc::window_reports`].
+    fn window_util(reports: &Util) -> Option<f64> {
+        reports
+            .mean()
+            // Differences of running sums round: a bottleneck reported at 1 throughout must
+            // not read above it (`saturated` = 1 turns the rule off).
+            .map(|u| u.min(1.0))
+    }
+
+    /// Coordinated with peers, the window just completed joins the crowding rule's (its
+    /// utilization `reports`, and the share counted since the previous window's end), unless
+    /// the number of instances changed during it.
+    fn count_crowd(&mut self, reports: Util) {
+        let share = self.share.since(&self.share_mark);
+        self.share_mark = self.share;
+        if !self.turns.on() || self.turns.instances() < 2 {
+            return;
+        }
+        if std::mem::take(&mut self.crowd.skip) {
+            return;
+        }
+        let c = &mut self.crowd;
+        c.util = c.util.merge(&reports);
+        c.share = c.share.merge(&share);
+        c.windows += 1;
+    }
+
+    /// The hint's crowding rule (coordinated): over the steady state's windows since it began
+    /// or the number of instances last changed (two at least), the bottleneck ran above `util`
+    /// and the instance held more than its fair share, by more than one of its workers
+    /// ([`Turns::long`]). Its cycle, from the base cut, judges the count afresh beside the
+    /// others: above the fair share the bottleneck's throughput judges, so the removals give
+    /// back what the others can use. Nothing else would: the steady state watches only its
+    /// own throughput, which holds while a latecomer sits below its share, and its timeout may
+    /// be minutes away.
+    ///
+    /// Once per count and load, as the room rule is once per count: a crowding cycle that
+    /// comes back to its count or above (its removals cost the bottleneck more than δ: the
+    /// others did not take up what they left) does not start again from there until the
+    /// others run at least half a worker more than they did at its start (they took share at
+    /// a cycle of theirs), a cycle of another cause starts, or the number of instances
+    /// changes.
+    fn crowded(&self) -> bool {
+        let c = &self.crowd;
+        let others = c.share.others(self.target);
+        c.windows >= 2
+            && c.util.mean().is_some_and(|u| u > self.params.util)
+            && self.turns.long(self.target, c.share)
+            && !matches!(self.shed_from, Some((n, seen)) if n <= self.target && others < seen + 0.5)
     }
 
     /// The hint's steady rule: the reference window left the bottleneck well short of
@@ -597,7 +679,7 @@ impl Tcc {
     }
 
     /// The hint's room rule: the steady state's windows so far (the reference and at least one
-    /// more; called after [`Tcc::window_util`] moved the mark to the end of this one) ran the
+    /// more; called after [`Tcc::window_reports`] moved the mark to the end of this one) ran the
     /// bottleneck below `util − room` on average. The mean over all of them rather than the
     /// last window's: its noise shrinks as the state holds, so a count inside the tolerance
     /// does not fire on a stray low window however long it is held.
@@ -1179,9 +1261,14 @@ impl Tcc {
             Outcome::Pending => self.next_look(best.s, s, best.n),
             Outcome::Better => {
                 self.forced += u64::from(forced);
-                if s.throughput() <= best.s.throughput() && self.unsaturated() {
+                if s.throughput() <= best.s.throughput()
+                    && self.unsaturated()
+                    && !self.turns.fair_or_above(self.judged_share())
+                {
                     // Throughput held, but the bottleneck fell below its target: the removed
-                    // workers were using it, and nobody else wanted it. Restore them.
+                    // workers were using it, and nobody else wanted it. Restore them. (Not
+                    // when coordinated at or above the fair share: the others below theirs
+                    // want it, and take it at their next cycle.)
                     self.hinted += 1;
                     self.hint_decides = true;
                     self.decided(at, best.n, q, false, Reason::Lost, forced);
@@ -1221,7 +1308,9 @@ impl Tcc {
         if s.batches < self.params.n_star {
             return;
         }
-        let u = self.window_util();
+        let reports = self.window_reports();
+        let u = Self::window_util(&reports);
+        self.count_crowd(reports);
         match self.steady_ref {
             None => {
                 self.steady_ref = Some(s);
@@ -1240,6 +1329,10 @@ impl Tcc {
                 } else if self.has_room() {
                     // The count holds the bottleneck short of its target: climb from it.
                     Some(Start::hinted(Reason::Room))
+                } else if self.crowded() {
+                    // Above its fair share of a bottleneck above its target: judge the count
+                    // again beside the others.
+                    Some(Start::crowded())
                 } else {
                     None
                 };
@@ -1275,15 +1368,21 @@ impl Tcc {
             let n = self.target;
             self.new_cycle(at, n, Reason::Room);
         } else {
+            let from = self.target;
             self.begin_cycle(at, start.reason);
+            if start.crowded {
+                self.shed_from = Some((from, self.crowd.share.others(from)));
+            }
         }
         self.hint_decides = false;
         self.psi_decides = false;
     }
 
-    /// A new cycle from the base cut of the count: the room rule may climb again.
+    /// A new cycle from the base cut of the count: the room and crowding rules may start
+    /// cycles again.
     fn begin_cycle(&mut self, at: Duration, reason: Reason) {
         self.climbed_from = None;
+        self.shed_from = None;
         let base = self.params.base_count(self.target);
         self.new_cycle(at, base, reason);
     }
@@ -1312,6 +1411,7 @@ impl Tcc {
         self.steady_timeout = Duration::from_secs_f64(t * jitter);
         self.steady_ref = None;
         self.steady_util = None;
+        self.crowd = Crowd::default();
         self.strikes = 0;
         self.slow = false;
         self.steady_at = at;
@@ -1349,6 +1449,7 @@ impl Tcc {
         self.psi_base = None;
         self.util = Util::default();
         self.share = Share::default();
+        self.share_mark = Share::default();
         self.window_mark = Util::default();
         self.refresh_load();
     }
@@ -1529,6 +1630,15 @@ impl Policy for Tcc {
     /// has no time and returns no target.
     fn set_instances(&mut self, k: usize) {
         let holding = self.turns.holds(self.phase);
+        if self.turns.on() && k.max(1) != self.turns.instances().max(1) {
+            // The fair share moved: the crowding rule judges from the next window on, and may
+            // start again from a count it started from.
+            self.crowd = Crowd {
+                skip: true,
+                ..Crowd::default()
+            };
+            self.shed_from = None;
+        }
         self.turns.set_instances(k, holding);
     }
 

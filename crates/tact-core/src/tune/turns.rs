@@ -19,6 +19,9 @@ pub(super) struct Start {
     pub reason: Reason,
     pub hinted: bool,
     pub psi: bool,
+    /// The hint's crowding rule started it ([`Turns::long`]): the count it is taken from is
+    /// kept, so the rule does not start again from there (see `Tcc::crowded`).
+    pub crowded: bool,
 }
 
 impl Start {
@@ -27,6 +30,7 @@ impl Start {
             reason,
             hinted: false,
             psi: false,
+            crowded: false,
         }
     }
 
@@ -41,6 +45,14 @@ impl Start {
         Start {
             psi: true,
             ..Start::new(reason)
+        }
+    }
+
+    /// The hint's crowding rule: a `Shift` from the base cut, as its saturation rule's.
+    pub fn crowded() -> Self {
+        Start {
+            crowded: true,
+            ..Start::hinted(Reason::Shift)
         }
     }
 }
@@ -62,10 +74,33 @@ impl Share {
         }
     }
 
+    /// `n` of the peers' completions at once (a host's batch).
+    pub fn add_peers(&mut self, n: u32) {
+        self.peer += u64::from(n);
+    }
+
     pub fn merge(&self, other: &Share) -> Share {
         Share {
             own: self.own + other.own,
             peer: self.peer + other.peer,
+        }
+    }
+
+    /// The samples counted since `mark`, an earlier value of the same running count.
+    pub fn since(&self, mark: &Share) -> Share {
+        Share {
+            own: self.own - mark.own,
+            peer: self.peer - mark.peer,
+        }
+    }
+
+    /// The peers' completions in workers of the instance's own, for `n` of them: what the
+    /// others run, if their workers complete tasks as fast as its own do.
+    pub fn others(&self, n: usize) -> f64 {
+        if self.own == 0 {
+            f64::INFINITY
+        } else {
+            n as f64 * self.peer as f64 / self.own as f64
         }
     }
 
@@ -133,6 +168,37 @@ impl Turns {
             && self.instances >= 2
             && share.peer > 0
             && share.fraction() * (n + 1.0) / n * (self.instances as f64) < 1.0
+    }
+
+    /// The mirror of [`Turns::short`], for the hint's crowding rule: coordinated, with peers
+    /// (k ≥ 2, and some of their completions counted), and giving one of its `n` workers back
+    /// would still leave the instance above its fair share 1/k, its workers counted as alike:
+    /// fraction × (n − 1)/(n − fraction) > 1/k (the exact share after the removal, where
+    /// `short`'s (n + 1)/n leaves out the added worker's place in the total, erring towards
+    /// fair). So 5 workers beside 3 (62.5%) are long, 5 beside 4 (55.6%, 50% after one) and
+    /// 2 beside 1 are not.
+    pub fn long(&self, n: usize, share: Share) -> bool {
+        let (f, k) = (share.fraction(), self.instances as f64);
+        let n = n as f64;
+        self.on
+            && self.instances >= 2
+            && share.peer > 0
+            && n >= 2.0
+            && f * (n - 1.0) / (n - f) * k > 1.0
+    }
+
+    /// Coordinated, with peers, and at or above the fair share 1/k: what the instance holds
+    /// beyond it, the others below theirs can use (the hint's remove rule yields to them).
+    pub fn fair_or_above(&self, share: Share) -> bool {
+        self.on
+            && self.instances >= 2
+            && share.peer > 0
+            && share.fraction() * self.instances as f64 >= 1.0
+    }
+
+    /// Live instances on the key as the host last said (0 and 1: alone).
+    pub fn instances(&self) -> usize {
+        self.instances
     }
 
     /// What the fair-share rule judges a configuration by: the bottleneck's throughput `total`
