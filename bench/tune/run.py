@@ -19,6 +19,12 @@ this order by default), each against its own service:
   x7          X7: the paper's Vegas comparison (front 1 ms, service 2 ms, 25 ms delay; the
               service's core is the bottleneck). Not in the default list (about 20 min more):
               --scenario x7.
+  memory-switch
+              X2 as the spec runs it, with spec section 6 item 3's PSI targets: the service
+              starts in cpu mode, TCC (without and with `tcc:psi=1`) runs to Steady, then the
+              service switches to mapped file slices sized so that the count at the switch
+              overcommits its memory cgroup 1.5x. Not in the default list (about 10 min):
+              --scenario memory-switch.
 
 The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
 with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the five baselines.
@@ -41,6 +47,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -49,7 +56,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
+import switch  # noqa: E402
 from common.lifecycle import T0, Cleanup, log, take_lock  # noqa: E402
 from common.procs import terminate_tree  # noqa: E402
 
@@ -104,8 +113,15 @@ SCENARIOS = {
                   bottleneck="service CPU"),
     "x7": dict(title="X7 versus Vegas", front_ms=1.0, service_ms=2.0, delay_ms=25.0, sizes=COARSE,
                bottleneck="service CPU"),
+    # X2's web 1 ms; the delay halved from the spec's 50 ms so that the knee (~30 workers) lies well
+    # below n_max 64, and the front at 0.5 ms so that the driver's one core is not the bottleneck.
+    "memory-switch": dict(title="X2 memory switch mid-run", front_ms=0.5, service_ms=1.0, delay_ms=25.0,
+                          sizes="", bottleneck="memory (refaults)"),
 }
-SCENARIO_NAMES = ALL_SCENARIOS + ["x7"]
+SCENARIO_NAMES = ALL_SCENARIOS + ["x7", "memory-switch"]
+# memory-switch: the rows, PSI off and on (tune-drive hands TCC to the pool by type, so it reads PSI).
+SWITCH_ROWS = (("tcc", "tcc"), ("tcc + psi", "tcc:psi=1"))
+SWITCH_BIN_S = 2.0           # throughput and refault rates after the switch, in bins of this many s
 
 PRESETS = {
     # a smoke test of every scenario's pipeline (~7-8 min); TCC barely reaches Steady, if at all
@@ -115,6 +131,7 @@ PRESETS = {
                   compete_deadline=20.0, compete_base_seconds=6.0, compete_steady=5.0,
                   pools_alone=6.0, pools_together=12.0, pools_warmup=2.0, pools_second_warmup=2.0,
                   pools_base_alone=2.0, pools_base_together=4.0, vegas_seconds=12.0, vegas_warmup=3.0,
+                  switch_deadline=20.0, switch_hold=5.0, switch_after=30.0, switch_reps=1,
                   quick_sizes=QUICK_SIZES),
     # the default (~60 min). TCC (slow start and fast mode on) reached Steady 45 s after its start
     # on X1 on a loaded machine, so 180 s measured after a 20 s warm-up leave it mostly steady;
@@ -134,7 +151,13 @@ PRESETS = {
                     pools_base_alone=20.0, pools_base_together=30.0,
                     # Vegas+/++ decide once per 1,000 completions: from 2 workers to X7's ~11 takes
                     # about a minute, so they get a longer warm-up than the other baselines.
-                    vegas_seconds=180.0, vegas_warmup=60.0, quick_sizes=None),
+                    vegas_seconds=180.0, vegas_warmup=60.0,
+                    # memory-switch: TCC to Steady (at most switch_deadline s), switch_hold s of it,
+                    # the switch, then switch_after s to re-explore and hold a steady state; per
+                    # row and repetition (rows: PSI off, on).
+                    # TCC took 97 s to its first Steady on the loaded development machine.
+                    switch_deadline=120.0, switch_hold=15.0, switch_after=150.0, switch_reps=1,
+                    quick_sizes=None),
 }
 # Process start and teardown per driver run, on top of its warm-up and measured seconds.
 RUN_OVERHEAD_S = 0.4
@@ -163,7 +186,7 @@ def parse_sizes(text):
 def scenario_sizes(name, p, args):
     if args.sizes is not None:
         return parse_sizes(args.sizes)
-    if name == "competitor":
+    if name in ("competitor", "memory-switch"):
         return []
     return parse_sizes(p["quick_sizes"] or SCENARIOS[name]["sizes"])
 
@@ -226,8 +249,17 @@ def resolve_spec(spec, results):
     return f"{VEGAS_PP}:x1={one['window']['throughput']:.2f}", None
 
 
+def switch_seconds(p):
+    """memory-switch: one driver's run, s (the switch comes at Steady + hold, at the latest at the
+    deadline + hold, so at least switch_after s follow it)."""
+    return p["switch_deadline"] + p["switch_hold"] + p["switch_after"]
+
+
 def estimate(name, p, args, policies):
     over = SCENARIO_OVERHEAD_S
+    if name == "memory-switch":
+        # Each run has its own fresh service (about 1 s with the cache drop).
+        return over + int(p["switch_reps"]) * len(SWITCH_ROWS) * (switch_seconds(p) + RUN_OVERHEAD_S + 1.0)
     policies = scenario_policies(name, policies)
     if name == "competitor":
         base = [b for b in policies if b not in TCC_POLICIES]
@@ -340,8 +372,9 @@ class MemoryCgroup:
         psi = os.path.join(self.path, "memory.pressure") if self.v2 else "/proc/pressure/memory"
         try:
             with open(psi) as f:
-                some = f.readline().split()
-            res["psi_some_us"] = int(some[-1].split("=")[1])
+                for line in f:
+                    kind, *_, total = line.split()
+                    res[f"psi_{kind}_us"] = int(total.split("=")[1])
         except (OSError, IndexError, ValueError):
             pass
         return res
@@ -523,7 +556,7 @@ class Driver:
     """One tune-drive run, started now; its stdout events are read as they come."""
 
     def __init__(self, bindir, cpu, addr, label, spec, warmup, seconds, args, sc, outdir, on_steady=None,
-                 coordinate=None):
+                 coordinate=None, psi_cgroup=None):
         safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
         self.path = os.path.join(outdir, "runs", f"{safe}.json")
         self.label, self.spec, self.warmup, self.seconds = label, spec, warmup, seconds
@@ -535,6 +568,8 @@ class Driver:
             cmd += ["--init", str(args.init)]
         if is_hint_spec(spec):
             cmd += ["--bottleneck", hint_source(sc, args)]
+        if psi_cgroup:
+            cmd += ["--psi-cgroup", psi_cgroup]
         env = None
         if coordinate:
             # The lock file goes in the run's own directory (tact's TACT_RUNTIME_DIR/tune).
@@ -543,6 +578,7 @@ class Driver:
         self.t_launch = time.monotonic()
         self.t0 = None  # time.monotonic() of the pool's clock origin ("started")
         self.started = threading.Event()
+        self.target = None  # the pool's target at its latest sample ("target AT N")
         self.on_steady = on_steady
         self.lines = []
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -563,6 +599,8 @@ class Driver:
                 _, at, n = line.split()
                 if self.on_steady:
                     self.on_steady(float(at), int(n))
+            elif line.startswith("target "):
+                self.target = int(line.split()[2])
             elif line:
                 self.lines.append(line)
 
@@ -700,6 +738,23 @@ def setup(name, args, p, bindir, outdir):
         notes.append(f"memory cgroup {cg.path} ({'v2 memory.max' if cg.v2 else 'v1 memory.limit_in_bytes'}) = "
                      f"{limit} MiB: {args.mem_base_mib} MiB base + {args.mem_workers} x {args.mem_slice_mib} MiB; "
                      f"{how}; PSI: " + ("the cgroup's" if cg.v2 else "system-wide (/proc/pressure/memory; v1)"))
+    elif name == "memory-switch":
+        path = data_file(args.data_file, args.data_mib)
+        drop_cache(path)
+        limit = args.mem_base_mib + args.switch_room_mib
+        cg = MemoryCgroup(limit)
+        ctx.update(cgroup=cg, data=path, room_mib=args.switch_room_mib)
+        svc["wrap"] = cg.wrap
+        ctx["probe"], ctx["util_of"] = cg.stat, util_memory
+        notes.append(f"memory cgroup {cg.path} ({'v2 memory.max' if cg.v2 else 'v1 memory.limit_in_bytes'}) = "
+                     f"{limit} MiB: {args.mem_base_mib} MiB base + {args.switch_room_mib} MiB room for the slices; "
+                     f"the service starts in cpu mode, at T it switches to mapped:{path}:M with M = "
+                     f"ceil({switch.OVERCOMMIT} x room / the count at T) (no swap needed: overcommit evicts and "
+                     "refaults page cache); a fresh service per run, the file's cache dropped first")
+        notes.append("PSI (tcc:psi=1, read by the driver's pool): " + (
+            f"the cgroup's own {cg.path}/memory.pressure and io.pressure (tune-drive --psi-cgroup)"
+            if cg.v2 else "system-wide /proc/pressure: cgroup v1 has no per-cgroup memory.pressure, so the "
+            "controller reads the whole machine's memory and io stalls"))
     elif name == "disk":
         path = data_file(args.data_file, args.data_mib)
         dev = block_device(path)
@@ -726,7 +781,7 @@ def setup(name, args, p, bindir, outdir):
                      f"{args.reply_kib} KiB replies; driver in the root namespace; link use = tx_bytes*8/rate")
     service = Service(bindir, args.service_cpu, sc, svc["listen"], outdir, svc["wrap"], svc["mode"],
                       svc["reply_bytes"], args.seed)
-    ctx.update(addr=service.addr, service=service, notes=notes, mode=svc["mode"])
+    ctx.update(addr=service.addr, service=service, notes=notes, mode=svc["mode"], svc=svc)
     return ctx
 
 
@@ -1297,6 +1352,202 @@ def run_pools(ctx, p, policies, partial):
 
 
 # --------------------------------------------------------------------------
+# memory-switch: X2's switch at time T, PSI off and on
+
+def set_mode(addr, spec):
+    """Switches the service's mode (protocol `M SPEC`) over a connection of its own."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(f"M {spec}\n".encode())
+        reply = s.makefile().readline().strip()
+    if reply != "K":
+        raise RuntimeError(f"the service refused mode {spec}: {reply}")
+
+
+def restart_service(ctx):
+    """A fresh service in cpu mode, with the data file's cache dropped: each run starts with no
+    slice resident and no refault history."""
+    ctx["service"].stop()
+    drop_cache(ctx["data"])
+    svc, args = ctx["svc"], ctx["args"]
+    ctx["service"] = Service(ctx["bindir"], args.service_cpu, ctx["sc"], svc["listen"], ctx["outdir"], svc["wrap"],
+                             "cpu", svc["reply_bytes"], args.seed)
+    ctx["addr"] = ctx["service"].addr
+
+
+def run_switch(ctx, p, partial):
+    """Per repetition, TCC without and with PSI: a fresh service in cpu mode; once TCC is steady
+    (or at switch_deadline s) and switch_hold s later, the service switches to mapped slices of
+    M MiB, M sized from the count then; switch_after s or more follow."""
+    args, results = ctx["args"], []
+    seconds, reps = switch_seconds(p), max(1, int(p["switch_reps"]))
+    for rep in range(reps):
+        for base, spec in SWITCH_ROWS:
+            label = f"{base} #{rep + 1}" if reps > 1 else base
+            if results:  # setup's service, started with the cache dropped, serves the first run
+                restart_service(ctx)
+            ready = threading.Event()
+
+            log(f"[memory-switch {rep + 1}/{reps}] {label} ({spec}): {seconds:g} s, the switch at Steady + "
+                f"{p['switch_hold']:g} s (at the latest {p['switch_deadline'] + p['switch_hold']:g} s)")
+            with Probe(ctx["probe"], period=0.5) as probe:
+                # On v2 the pool reads the service's cgroup's pressure; v1 has only the machine's.
+                cg = ctx["cgroup"]
+                d = Driver(ctx["bindir"], args.driver_cpu, ctx["addr"], label, spec, 0.0, seconds, args, ctx["sc"],
+                           ctx["outdir"], lambda at, n, ready=ready: ready.set(),
+                           psi_cgroup=cg.path if cg.v2 and "psi=1" in spec else None)
+                d.started.wait(30)
+                ready.wait(max(0.0, p["switch_deadline"] - d.now()))
+                time.sleep(p["switch_hold"])
+                # Steady by the switch: it may have got there during the hold.
+                steady_before = ready.is_set()
+                # The count TCC holds now, as the driver's latest sample (0.5 s) saw it.
+                count = d.target or args.max
+                mib = switch.slice_mib(count, ctx["room_mib"])
+                mode = f"mapped:{ctx['data']}:{mib}"
+                at = d.now()
+                set_mode(ctx["addr"], mode)
+                log(f"switch at {at:.1f}s: count {count}{'' if steady_before else ' (no Steady yet)'}, M = {mib} MiB, "
+                    f"{count} x {mib} = {count * mib} MiB in {ctx['room_mib']} MiB: "
+                    f"{switch.overcommit(count, mib, ctx['room_mib']):.2f}x")
+                rec = d.wait()
+            attach_probe(rec, probe.samples, d.t0, ctx["util_of"])
+            out = dict(slim(rec), psi=rec.get("psi"))
+            if not rec.get("error"):
+                series = [[round(t - d.t0, 3), v.get("refaults"), v.get("psi_some_us"), v.get("psi_full_us")]
+                          for t, v in probe.samples]
+                out["extra"] = {"switch_at": at, "count_at_switch": count,
+                                "slice_mib": mib, "room_mib": ctx["room_mib"], "mode": mode,
+                                "overcommit": switch.overcommit(count, mib, ctx["room_mib"]),
+                                "probe": series}
+                out["switch"] = switch_analysis(out)
+            else:
+                log(f"{label} failed: {rec['error']}")
+            results.append(out)
+            partial(results[-1])
+    return results
+
+
+def switch_analysis(rec):
+    """One run's figures around the switch at T: throughput before (its last steady period before T,
+    at most 30 s), the trough (the lowest SWITCH_BIN_S bin from T to the first Steady after it)
+    and after (TCC's Steady periods from that first Steady on); the counts at T and after; the
+    refaults from T to that Steady, their steady rate after it and their peak bin after T; the
+    machine's PSI memory "some" and "full" shares from T to that Steady; the steps PSI decided after
+    T."""
+    ex = rec["extra"]
+    t_sw, end = ex["switch_at"], rec["warmup_s"] + rec["seconds"]
+    comp = [(s[0], s[1]) for s in rec["samples"]]
+    rf = [(t, r) for t, r, _, _ in ex["probe"] if r is not None]
+    some = [(t, q) for t, _, q, _ in ex["probe"] if q is not None]
+    full = [(t, q) for t, _, _, q in ex["probe"] if q is not None]
+    targets, trace = [list(t) for t in rec["targets"]], rec.get("trace") or []
+    entries = cycle_ends(trace)
+    before = [e for e in entries if e[0] <= t_sw]
+    upto = [t for t in trace if secs(t["at"]) <= t_sw]
+    recovery = next((e for e in entries if e[0] > t_sw), None)
+    rec_at = recovery[0] if recovery else None
+    pre_lo = max(before[-1][0] if before else 0.0, t_sw - 30.0, comp[0][0] if comp else 0.0)
+    post_hi = rec_at if rec_at is not None else end
+    bins = switch.binned_rates(comp, t_sw, max(post_hi, t_sw + SWITCH_BIN_S), SWITCH_BIN_S)
+    after = steady_intervals(trace, rec_at, end) if rec_at is not None else []
+    span = sum(b - a for a, b in after)
+    rf_bins = switch.binned_rates(rf, t_sw, end, SWITCH_BIN_S)
+    share = lambda pts: switch.rate_over(pts, [(t_sw, post_hi)])
+    return {"switch_at": t_sw, "steady_at_switch": bool(upto) and upto[-1]["to"] == "steady",
+            "recovered_at": rec_at, "reexplore_s": None if rec_at is None else rec_at - t_sw,
+            "steady_after_s": span,
+            "count_before": switch.target_at(targets, t_sw),
+            "count_after": sum(mean_target(targets, a, b) * (b - a) for a, b in after) / span if span else None,
+            "thr_before": switch.rate_over(comp, [(pre_lo, t_sw)]) if t_sw > pre_lo else None,
+            "thr_trough": min((r for _, r in bins), default=None),
+            "thr_after": switch.rate_over(comp, after) if after else None,
+            "refaults_to_steady": switch.increment(rf, t_sw, rec_at) if rec_at is not None else None,
+            "refaults_to_end": switch.increment(rf, t_sw, end),
+            "refaults_steady_per_s": switch.rate_over(rf, after) if after else None,
+            "refaults_peak_per_s": max((r for _, r in rf_bins), default=None),
+            # us of stall per s of wall time, as a fraction
+            "psi_some_to_steady": None if share(some) is None else share(some) / 1e6,
+            "psi_full_to_steady": None if share(full) is None else share(full) / 1e6,
+            "psi_steps_after": sum(1 for t in trace if t.get("psi") and secs(t["at"]) > t_sw)}
+
+
+def switch_cells(an):
+    """A run's analysis as the table's claim cells: drop, recovery, count, steady refaults."""
+    v = {k: x for k, x, _ in switch.row_verdicts(an)}
+    return {"drop": f"{fmt(an['thr_before'], '{:.0f}')} -> {fmt(an['thr_trough'], '{:.0f}')}/s "
+                    f"({fmt(v['drop'], '{:.1f}x')})",
+            "recovery": f"{fmt(an['thr_after'], '{:.0f}')}/s ({pct(v['recovery'])})",
+            "count": f"{fmt(an['count_before'], '{}')} -> {fmt(an['count_after'])} ({pct(v['count'])})",
+            "refaults": (f"{fmt(an['refaults_steady_per_s'], '{:.1f}')}/s vs peak "
+                         f"{fmt(an['refaults_peak_per_s'], '{:.0f}')}/s ({fmt(v['refaults steady/peak'], '{:.2%}')})")}
+
+
+def switch_report(ctx, results):
+    sc, ok = ctx["sc"], [r for r in results if r.get("switch")]
+    lines = [f"== memory-switch: {sc['title']} -- front {sc['front_ms']} ms, service {sc['service_ms']} ms CPU + "
+             f"{sc['delay_ms']} ms delay; spec X2: front 8 ms, web 1 ms, 50 ms delay (here the delay is halved so "
+             "the knee lies below n_max, and the front shortened so the driver's one core keeps up)"]
+    lines += [f"   {n}" for n in ctx["notes"]]
+    head = ["run", "M MiB (overcommit)", "count T -> after", "thr before/trough/after", "re-explore s",
+            "refaults T->Steady", "rf/s steady vs peak", "PSI some/full T->Steady", "psi steps"]
+    rows = []
+    for r in results:
+        an = r.get("switch")
+        if not an:
+            rows.append([r["label"], "error: " + (r.get("error") or "?").splitlines()[-1][:70]] + [""] * 7)
+            continue
+        ex = r["extra"]
+        rows.append([r["label"], f"{ex['slice_mib']} ({ex['overcommit']:.2f}x of {ex['room_mib']})"
+                     + ("" if an["steady_at_switch"] else ", not steady at T"),
+                     f"{fmt(an['count_before'], '{}')} -> {fmt(an['count_after'])}",
+                     "/".join(fmt(an[k], "{:.0f}") for k in ("thr_before", "thr_trough", "thr_after")),
+                     fmt(an["reexplore_s"], "{:.0f}", "never steady"),
+                     fmt(an["refaults_to_steady"], "{:.0f}",
+                         f"({fmt(an['refaults_to_end'], '{:.0f}')} to the end)"),
+                     f"{fmt(an['refaults_steady_per_s'], '{:.1f}')} / {fmt(an['refaults_peak_per_s'], '{:.0f}')}",
+                     f"{pct(an['psi_some_to_steady'])}/{pct(an['psi_full_to_steady'])}",
+                     str(an["psi_steps_after"])])
+    lines += ["", table_text(head, rows)]
+    # Side by side with the spec: X2's claims per run, then section 6 item 3 from the pairs.
+    by = {base: [r for r in ok if r["spec"] == spec] for base, spec in SWITCH_ROWS}
+    cols = [base for base, _ in SWITCH_ROWS]
+    claims = [("drop", f"throughput drops >= {switch.DROP_MIN:.0f}x", "1,011 -> 58/s (17x)"),
+              ("recovery", f"recovers to >= {switch.RECOVER_MIN:.0%} of before", "625/s (62%)"),
+              ("count", f"with {switch.COUNT_BAND[0]:.0%}-{switch.COUNT_BAND[1]:.0%} of the count", "69 -> 44 (64%)"),
+              ("refaults", f"steady refaults < {switch.REFAULT_STEADY_MAX:.0%} of peak", "< 1%")]
+    tt, trows = [], []
+    for key, claim, spec_fig in claims:
+        cells = []
+        for base in cols:
+            cells.append("; ".join(switch_cells(r["switch"])[key] for r in by[base]) or "-")
+            for r in by[base]:
+                verdict = dict((k, o) for k, _, o in switch.row_verdicts(r["switch"]))[
+                    "refaults steady/peak" if key == "refaults" else key]
+                tt.append((f"{r['label']}: X2 {claim}", switch_cells(r["switch"])[key],
+                           {True: "PASS", False: "FAIL", None: "FAIL (unmeasured)"}[verdict]))
+        trows.append([f"X2: {claim}", spec_fig] + cells)
+    psi_rows = switch.psi_verdicts([r["switch"] for r in by[cols[0]]], [r["switch"] for r in by[cols[1]]])
+    (_, share, ok_share), (_, thr, ok_thr) = psi_rows
+    n_pairs = min(len(by[cols[0]]), len(by[cols[1]]))
+    sums = lambda rs: "+".join(fmt(r["switch"]["refaults_to_steady"], "{:.0f}", "never") for r in rs) or "-"
+    trows.append([f"6.3: refaults T->Steady, on <= {switch.PSI_REFAULTS_MAX:.0%} of off",
+                  "sim: 15.6%", sums(by[cols[0]]), f"{sums(by[cols[1]])} ({pct(share)} of off)"])
+    thr_cells = [" ".join(fmt(r["switch"]["thr_after"], "{:.0f}") for r in by[b]) or "-" for b in cols]
+    trows.append([f"6.3: steady throughput within {switch.PSI_STEADY_TOL:.0%}", "sim: 100.0%", thr_cells[0],
+                  f"{thr_cells[1]} ({pct(thr)} of off)"])
+    verdict = lambda o: {True: "PASS", False: "FAIL", None: "FAIL (unmeasured)"}[o]
+    if n_pairs:
+        tt.append((f"6.3: refaults T->Steady with PSI <= {switch.PSI_REFAULTS_MAX:.0%} of without ({n_pairs} pairs)",
+                   pct(share), verdict(ok_share)))
+        tt.append((f"6.3: steady throughput with PSI within {switch.PSI_STEADY_TOL:.0%} ({n_pairs} pairs)",
+                   pct(thr), verdict(ok_thr)))
+    lines += ["", table_text(["claim", "spec [sim]", cols[0], cols[1]], trows)]
+    refs = {"psi": {"refaults_share": share, "steady_throughput_ratio": thr, "pairs": n_pairs}}
+    return lines, tt, refs, lambda: plot_switch(results, ctx["outdir"])
+
+
+# --------------------------------------------------------------------------
 # plots
 
 COLORS = {"tcc": "tab:green", "aimd": "tab:orange", "vegas": "tab:purple", "gradient2": "tab:brown",
@@ -1426,6 +1677,50 @@ def plot_timeline(name, runs, outdir, pairs=None):
     return [path]
 
 
+def plot_switch(results, outdir):
+    """Per run: throughput and the target around the switch (TCC's Steady shaded), and the cgroup's
+    refaults with the machine's PSI memory "some" share, in SWITCH_BIN_S bins."""
+    plt = pyplot()
+    runs = [r for r in results if r.get("switch")]
+    if not plt or not runs:
+        return []
+    fig, axes = plt.subplots(len(runs), 2, figsize=(13, 2.8 * len(runs) + 1), squeeze=False)
+    for (ax, bx), r in zip(axes, runs):
+        end, t_sw = r["warmup_s"] + r["seconds"], r["extra"]["switch_at"]
+        comp = [(q[0], q[1]) for q in r["samples"]]
+        thr = switch.binned_rates(comp, 0.0, end, SWITCH_BIN_S)
+        ax.plot([a + SWITCH_BIN_S / 2 for a, _ in thr], [y for _, y in thr], color=color(r), lw=1)
+        ax.set_ylabel("completions/s")
+        ax.set_title(f"{r['label']}: M = {r['extra']['slice_mib']} MiB at {t_sw:.0f}s", fontsize=9)
+        tx = ax.twinx()
+        pts = r["targets"] + [[end, r["targets"][-1][1]]]
+        tx.step([q[0] for q in pts], [q[1] for q in pts], where="post", color="0.3", lw=0.8)
+        tx.set_ylabel("target workers", fontsize=8)
+        shade_steady(ax, r, end)
+        probe = r["extra"]["probe"]
+        rf = switch.binned_rates([(t, v) for t, v, _, _ in probe if v is not None], 0.0, end, SWITCH_BIN_S)
+        bx.plot([a + SWITCH_BIN_S / 2 for a, _ in rf], [max(y, 0.1) for _, y in rf], color="tab:red", lw=1)
+        bx.set_yscale("log")
+        bx.set_ylabel("refaults/s (log)")
+        px = bx.twinx()
+        for i, (kind, ls) in enumerate((("some", "-"), ("full", ":")), start=2):
+            psi = switch.binned_rates([(q[0], q[i] / 1e4) for q in probe if q[i] is not None], 0.0, end,
+                                      SWITCH_BIN_S)
+            px.plot([a + SWITCH_BIN_S / 2 for a, _ in psi], [y for _, y in psi], color="tab:purple", lw=0.8,
+                    ls=ls, alpha=0.7, label=f"PSI memory {kind}")
+        px.set_ylabel("PSI memory % (machine; full dotted)", fontsize=8)
+        for x in (ax, bx):
+            x.axvline(t_sw, color="k", ls="--", lw=0.8)
+    for x in axes[-1]:
+        x.set_xlabel("s since the pool's start (switch dashed; Steady shaded green)")
+    fig.suptitle(SCENARIOS["memory-switch"]["title"])
+    fig.tight_layout()
+    path = os.path.join(outdir, "tune-memory-switch.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 # --------------------------------------------------------------------------
 
 def environment(cpus):
@@ -1445,6 +1740,8 @@ def report_scenario(name, ctx, data):
         lines, tt, refs, plotter = competitor_report(ctx, data["results"])
     elif name == "pools":
         lines, tt, refs, plotter = pools_report(ctx, data["results"], data["pairs"])
+    elif name == "memory-switch":
+        lines, tt, refs, plotter = switch_report(ctx, data["results"])
     else:
         lines, tt, refs, plotter = sweep_report(name, ctx, data["results"])
     errs = [r for r in data["results"] if r.get("error")]
@@ -1469,7 +1766,8 @@ def report_scenario(name, ctx, data):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default=",".join(ALL_SCENARIOS),
-                    help=f"comma list of {', '.join(SCENARIO_NAMES)} (default: all but x7, in that order)")
+                    help=f"comma list of {', '.join(SCENARIO_NAMES)} (default: all but x7 and memory-switch, "
+                    "in that order)")
     ap.add_argument("--quick", action="store_true", help="~7-minute smoke run of every scenario")
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
@@ -1492,6 +1790,8 @@ def main():
     ap.add_argument("--mem-slice-mib", type=int, default=16, help="memory: MiB per connection (request)")
     ap.add_argument("--mem-workers", type=int, default=3, help="memory: connections the limit holds")
     ap.add_argument("--mem-base-mib", type=int, default=24, help="memory: the limit's share for the service itself")
+    ap.add_argument("--switch-room-mib", type=int, default=96,
+                    help="memory-switch: the limit's room for the slices (the limit = base + room)")
     ap.add_argument("--disk-iops", type=int, default=300,
                     help="disk: the service's read IOPS cap (spec X3's io.max; 0 for none: io_ticks)")
     ap.add_argument("--rate-mbit", type=int, default=50, help="net: tbf rate")
@@ -1507,7 +1807,11 @@ def main():
     ap.add_argument("--lock", default=DEFAULT_LOCK, help="wait while this file exists, hold it while running "
                     "('' to skip)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and its duration, then exit")
+    ap.add_argument("--self-test", action="store_true", help="check the memory-switch helpers, then exit")
     args = ap.parse_args()
+    if args.self_test:
+        switch.self_test()
+        return 0
 
     scenarios = [s.strip() for s in args.scenario.split(",") if s.strip()]
     for s in scenarios:
@@ -1536,7 +1840,7 @@ def main():
         return 0
     if not shutil.which("taskset"):
         raise SystemExit("taskset not found (util-linux)")
-    needs_root = [s for s in scenarios if s in ("memory", "net") or (s == "disk" and args.disk_iops)]
+    needs_root = [s for s in scenarios if s in ("memory", "memory-switch", "net") or (s == "disk" and args.disk_iops)]
     if needs_root and os.geteuid() != 0:
         raise SystemExit(f"scenarios {', '.join(needs_root)} need root (a memory cgroup, a network namespace)")
     cpus = sorted(os.sched_getaffinity(0))
@@ -1572,6 +1876,8 @@ def main():
             elif name == "pools":
                 sweep, pairs = run_pools(ctx, p, policies, partial)
                 data = {"results": sweep, "pairs": pairs}
+            elif name == "memory-switch":
+                data = {"results": run_switch(ctx, p, partial)}
             else:
                 data = {"results": run_sweep(ctx, p, policies, partial)}
         finally:

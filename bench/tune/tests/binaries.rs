@@ -242,3 +242,104 @@ fn driver_rejects_a_bad_policy_with_its_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nonsense"), "{err}");
 }
+
+/// Fixture pressure files in a cgroup v2 directory's form (`memory.pressure`, `io.pressure`):
+/// memory and io `full` at `full` percent.
+fn psi_fixture(dir: &std::path::Path, full: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let lines = format!(
+        "some avg10={full} avg60=0.00 avg300=0.00 total=1\nfull avg10={full} avg60=0.00 avg300=0.00 total=1\n"
+    );
+    for file in ["memory.pressure", "io.pressure"] {
+        std::fs::write(dir.join(file), &lines).unwrap();
+    }
+}
+
+/// `tcc:psi=1` reaches the pool as TCC it reads pressure for: with fixture files whose `full`
+/// stalls read 50%, PSI revokes add steps (the record counts them, their transitions say `psi`),
+/// and the record says where it read. As an opaque policy (before) the pool read nothing: no
+/// `psi` record, no step PSI decided.
+#[test]
+fn driver_reads_psi_for_tcc_with_psi_on() {
+    let svc = Service::start();
+    let dir = std::env::temp_dir().join(format!("tact-bench-tune-psi-{}", std::process::id()));
+    let stalls = dir.join("cgroup");
+    psi_fixture(&stalls, "50.00");
+    let json = dir.join("run.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_tune-drive"))
+        .args(["--policy", "tcc:psi=1", "--addr", &svc.addr])
+        .args(["--seconds", "15", "--warmup", "0", "--front-ms", "0.2"])
+        .args(["--init", "2", "--max", "16"])
+        .arg("--psi-cgroup")
+        .arg(&stalls)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run tune-drive");
+    let rep: Option<serde_json::Value> = std::fs::read_to_string(&json)
+        .ok()
+        .map(|text| serde_json::from_str(&text).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = rep.expect("the record");
+    let psi = &rep["psi"];
+    assert_eq!(
+        psi["source"].as_str().unwrap(),
+        format!("cgroup {}", stalls.display())
+    );
+    assert_eq!(psi["last"]["io_full"], 0.5, "{psi}");
+    let steps = psi["steps"].as_u64().unwrap();
+    let marked = rep["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["psi"] == true)
+        .count() as u64;
+    assert!(
+        steps > 0 && marked == steps,
+        "{steps} steps, {marked} marked"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(", psi from cgroup "), "{stdout}");
+    // The target event lines: the first sample's, then each change.
+    assert!(
+        stdout.lines().nth(1).unwrap().starts_with("target "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn driver_reads_psi_only_when_asked_and_refuses_unreadable_files() {
+    let svc = Service::start();
+    let dir = std::env::temp_dir().join(format!("tact-bench-tune-nopsi-{}", std::process::id()));
+    psi_fixture(&dir, "50.00");
+    let run = |policy: &str, psi_dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_tune-drive"))
+            .args(["--policy", policy, "--addr", &svc.addr, "--seconds", "1"])
+            .arg("--psi-cgroup")
+            .arg(psi_dir)
+            .output()
+            .unwrap()
+    };
+    // Files a policy would not read are a mistake in the command, not silently ignored.
+    let out = run("tcc", &dir);
+    let missing = run("tcc:psi=1", &dir.join("absent"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--psi-cgroup needs a TCC policy with psi=1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The pool would turn PSI off with a warning nobody sees: the driver refuses instead.
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("reading PSI from cgroup") && err.contains("absent"),
+        "{err}"
+    );
+}

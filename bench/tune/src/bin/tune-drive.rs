@@ -11,13 +11,21 @@
 //! capped device's reads over the cap), `net:IF@RATE,rx` (the shaped link, seen from the
 //! driver's side), and the others.
 //!
+//! A TCC spec (`tcc`, `tcc:KEY=V,..`) is given to the pool as TCC by type (`PoolBuilder::tcc`),
+//! not as an opaque policy, so that with `psi=1` the pool reads pressure stall information for
+//! it (docs/tune.md, "PSI as a saturation hint"): the machine's `/proc/pressure`, or a cgroup
+//! v2 directory's `*.pressure` files with `--psi-cgroup DIR`. The record says where it read
+//! and how many steps PSI decided. Every other policy goes through `policy_from_spec`.
+//!
 //! With `--coordinate KEY` the pool takes turns with every other pool or `tact tune` on KEY
 //! (`tact_lib::tune::turns`; spec concurrency.md §6 item 4): TCC starts a cycle only when it
 //! has the turn. The record then has the turns taken and the time waited for them.
 //!
 //! While it runs, stdout carries event lines for a harness that acts mid-run (run.py starts a
-//! competitor once TCC is steady): `started` when the pool's clock starts, then
-//! `steady AT TARGET` (s since the pool's start) whenever TCC enters Steady.
+//! competitor once TCC is steady, or switches the service's mode at the count it holds): `started`
+//! when the pool's clock starts, then `steady AT TARGET` (s since the pool's start) whenever TCC
+//! enters Steady, and `target AT N` whenever a sample finds the target changed (the first
+//! sample's included).
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -35,10 +43,11 @@ use tact_bench_tune::protocol::Client;
 use tact_bench_tune::summary::{
     first_steady, period, steady_intervals, Completion, History, Period, Sample,
 };
-use tact_core::tune::select::policy_from_spec;
-use tact_core::tune::{Phase, Transition};
+use tact_core::tune::select::{policy_from_spec, tcc_params_from_spec, SpecError};
+use tact_core::tune::{Phase, Pressure, Tcc, Transition};
 use tact_lib::tune::{CoordinateMode, Pool, TurnEvent, TurnStats, Turns};
 use tact_linux::probe::bottleneck::{BadSpec, Bottleneck, BottleneckSpec};
+use tact_linux::probe::psi::PsiReader;
 use tact_sim::SimRng;
 
 #[derive(Parser, Debug)]
@@ -88,6 +97,10 @@ struct Args {
     /// directory is `tact tune --coordinate`'s).
     #[arg(long, value_name = "KEY")]
     coordinate: Option<String>,
+    /// With a TCC policy that reads PSI (`tcc:psi=1`): read it from this cgroup v2 directory's
+    /// `memory.pressure` and `io.pressure` instead of the machine's `/proc/pressure`.
+    #[arg(long, value_name = "DIR")]
+    psi_cgroup: Option<PathBuf>,
 }
 
 fn parse_bottleneck(s: &str) -> Result<BottleneckSpec, String> {
@@ -111,6 +124,9 @@ struct Report<'a> {
     coordinate: Option<String>,
     turns: Option<TurnStats>,
     turn_events: Vec<TurnEvent>,
+    /// TCC with `psi=1`: where the pool read pressure, the steps PSI decided and its last
+    /// reading (none for any other policy).
+    psi: Option<PsiRecord>,
     /// The measured window, [warmup, warmup + seconds].
     window: Period,
     /// The window's part that TCC spent in Steady (none for other controllers, or before TCC
@@ -124,6 +140,16 @@ struct Report<'a> {
     targets: Vec<(f64, usize)>,
     trace: Vec<Transition>,
     samples: Vec<Sample>,
+}
+
+#[derive(Serialize)]
+struct PsiRecord {
+    /// `/proc/pressure (the whole machine's)` or `cgroup DIR`.
+    source: String,
+    /// Steps PSI decided (`Status::psi`; their transitions say `psi`).
+    steps: u64,
+    /// The latest reading the controller took, as fractions.
+    last: Option<Pressure>,
 }
 
 thread_local! {
@@ -197,6 +223,14 @@ fn announce_steady(fresh: &[Transition]) -> Result<()> {
     Ok(())
 }
 
+/// Prints the `target AT N` event line.
+fn announce_target(at: f64, target: usize) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "target {at:.3} {target}")?;
+    out.flush()?;
+    Ok(())
+}
+
 fn online_cpus() -> usize {
     // SAFETY: sysconf only reads a system setting.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
@@ -215,8 +249,26 @@ fn main() -> Result<()> {
     let mut control = Client::connect(&args.addr)
         .with_context(|| format!("connect to the service at {}", args.addr))?;
     control.stats().context("the service's stats")?;
-    let policy = policy_from_spec(&args.policy, init, args.max)
-        .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
+    let bad_policy = |e: &dyn std::fmt::Display| anyhow!("--policy {}: {e}", args.policy);
+    let tcc = tcc_params_from_spec(&args.policy, init, args.max).map_err(|e| bad_policy(&e))?;
+    let psi = match (&tcc, &args.psi_cgroup) {
+        (Some(params), Some(dir)) if params.psi => {
+            Some((PsiReader::cgroup(dir), format!("cgroup {}", dir.display())))
+        }
+        (Some(params), None) if params.psi => Some((
+            PsiReader::new(),
+            "/proc/pressure (the whole machine's)".to_string(),
+        )),
+        (_, Some(_)) => bail!("--psi-cgroup needs a TCC policy with psi=1 (tcc:psi=1)"),
+        _ => None,
+    };
+    if let Some((reader, source)) = &psi {
+        // The pool would turn PSI off with a warning nobody sees here; a run that was meant to
+        // read it must not quietly run without.
+        reader
+            .tcc_pressure()
+            .with_context(|| format!("--policy {}: reading PSI from {source}", args.policy))?;
+    }
 
     let shared = Arc::new(Shared {
         origin: Instant::now(),
@@ -228,8 +280,15 @@ fn main() -> Result<()> {
     });
     println!("started");
     std::io::stdout().flush()?;
-    let mut builder = Pool::builder()
-        .policy(policy)
+    let builder = match tcc {
+        // By type, not as an opaque policy: only then does the pool read PSI for it.
+        Some(params) => {
+            Pool::builder().tcc(Tcc::new(params).map_err(|e| bad_policy(&SpecError::from(e)))?)
+        }
+        None => Pool::builder()
+            .policy(policy_from_spec(&args.policy, init, args.max).map_err(|e| bad_policy(&e))?),
+    };
+    let mut builder = builder
         .max_workers(args.max)
         // A queue as long as the largest pool keeps every worker supplied, and is short
         // enough to drain quickly at the end.
@@ -245,6 +304,9 @@ fn main() -> Result<()> {
                 None
             }
         });
+    }
+    if let Some((reader, _)) = &psi {
+        builder = builder.psi_reader(reader.clone());
     }
     if let Some(key) = &args.coordinate {
         let turns = Turns::new(key, CoordinateMode::Turns)
@@ -280,16 +342,22 @@ fn main() -> Result<()> {
     let mut trace = Vec::new();
     let mut turn_events = Vec::new();
     let mut next_report = 10.0;
+    let mut announced = None;
     loop {
         let stats = control.stats().context("the service's stats")?;
         let at = shared.origin.elapsed().as_secs_f64();
+        let target = pool.target();
         samples.push(Sample {
             at,
             completions: shared.done.load(Ordering::Relaxed),
             service_cpu: stats.cpu.as_secs_f64(),
             driver_cpu: process_cpu().as_secs_f64(),
-            target: pool.target(),
+            target,
         });
+        if announced != Some(target) {
+            announce_target(at, target)?;
+            announced = Some(target);
+        }
         // Drained as the run goes, so the policy's bounded trace buffer never drops any.
         let fresh = pool.drain_trace();
         announce_steady(&fresh)?;
@@ -317,6 +385,12 @@ fn main() -> Result<()> {
     trace.extend(pool.drain_trace());
     turn_events.extend(pool.drain_turns());
     let turns = pool.turns();
+    let status = pool.stats().status;
+    let psi = psi.map(|(_, source)| PsiRecord {
+        source,
+        steps: status.as_ref().map_or(0, |s| s.psi),
+        last: status.and_then(|s| s.pressure),
+    });
     // The pool's history starts with the initial target at zero.
     let targets: Vec<(f64, usize)> = pool
         .targets()
@@ -344,6 +418,7 @@ fn main() -> Result<()> {
         coordinate: args.coordinate.clone(),
         turns,
         turn_events,
+        psi,
         window,
         steady,
         first_steady_s: first_steady(&trace),
@@ -362,8 +437,11 @@ fn main() -> Result<()> {
             t.held.as_secs_f64()
         )
     });
+    let psi = report.psi.as_ref().map_or(String::new(), |p| {
+        format!(", psi from {} ({} steps)", p.source, p.steps)
+    });
     println!(
-        "{}: {:.1}/s, service CPU {}, count {}, p99 {}, errors {}{turns}",
+        "{}: {:.1}/s, service CPU {}, count {}, p99 {}, errors {}{turns}{psi}",
         args.policy,
         w.throughput,
         w.service_util
