@@ -37,4 +37,4 @@ mod tuner;
 pub use gate::{poll_interval, Action, Anchor, Counters, Event, Gate, GateParams, State, Variant};
 pub use model::{Model, ModelError, ModelParams, Prediction};
 pub use scheduler::{Class, Scheduler};
-pub use tuner::{TreeLook, TreeVerdict, Tuner, TunerError, TunerParams, DEFAULT_BETA};
+pub use tuner::{TreeJudge, TreeLook, TreeVerdict, Tuner, TunerError, TunerParams, DEFAULT_BETA};

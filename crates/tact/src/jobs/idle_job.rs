@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use tact_core::idle::{
-    poll_interval, Anchor, Gate, GateParams, State, TreeLook, TreeVerdict, Tuner, TunerParams,
+    poll_interval, Anchor, Gate, GateParams, State, TreeJudge, TreeLook, TreeVerdict, Tuner,
+    TunerParams,
 };
 use tact_linux::actuate::per_thread::SavedThreads;
 use tact_linux::actuate::pidfd::PidFd;
@@ -87,6 +88,8 @@ struct Watched {
     /// What the probes saw since the last look at the tree, for the tuner's verdict on whether
     /// the tree preempts the job.
     since_look: SinceLook,
+    /// The looks' verdicts, each only once the job sent through a whole look.
+    tree_judge: TreeJudge,
 }
 
 /// A link's traffic between two looks at its tree (once a second), as [`TreeLook`] needs it.
@@ -160,7 +163,7 @@ impl Watched {
                     100.0 * look.busy(),
                     fmt_rate(look.rate_bits)
                 );
-                look.judge().map(|verdict| match verdict {
+                self.tree_judge.judge(&look).map(|verdict| match verdict {
                     TreeVerdict::Preempts => (
                         true,
                         format!(
@@ -547,6 +550,7 @@ impl IdleJob {
                 classes: None,
                 kernel: None,
                 since_look: SinceLook::default(),
+                tree_judge: TreeJudge::default(),
             });
         }
         let marking = mark_job((pid, &members), marking, &watched, &mut setups);
