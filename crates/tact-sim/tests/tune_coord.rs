@@ -284,3 +284,21 @@ fn a_hinted_pair_splits_fairly_with_the_service_in_the_hint_s_band() {
     let long: Vec<f64> = together.iter().map(|r| r.share_long).collect();
     assert!((0.4..=0.6).contains(&median(&long)), "{together:?}");
 }
+
+#[test]
+fn a_latecomer_told_the_others_completions_in_batches_takes_its_fair_share() {
+    // The rig's host passes the others' completions in batches (`KEY.done` read before each of
+    // a pool's own events and on its ticks), not one by one. TCC shares each batch's span
+    // among its samples; when the first carried all of it, trimming read a latecomer with few
+    // workers 10–20% above the bottleneck, the more the fewer its workers.
+    for hint in [false, true] {
+        let runs: Vec<coord::Latecomer> = (1..=5)
+            .map(|seed| coord::latecomer_read_in_batches(hint, seed))
+            .collect();
+        let shares: Vec<f64> = runs.iter().map(|r| r.share).collect();
+        assert!(
+            (0.4..=0.6).contains(&median(&shares)),
+            "hint {hint}: {runs:?}"
+        );
+    }
+}

@@ -511,10 +511,7 @@ impl Tcc {
             return;
         }
         let (at, advanced) = self.advance(now, false);
-        let mut sampled = false;
-        for _ in 0..count {
-            sampled |= self.sample(true);
-        }
+        let sampled = self.sample_peers(count);
         if sampled || advanced {
             self.step(at);
         }
@@ -540,34 +537,63 @@ impl Tcc {
     /// One completion, the instance's own or (`peer`) another's: the busy time since the
     /// previous one is a sample once the configuration has settled. Whether a sample was taken.
     fn sample(&mut self, peer: bool) -> bool {
+        let sampled = match self.mark {
+            Some(mark) => self.take((self.busy - mark).as_secs_f64(), peer),
+            None => false,
+        };
+        self.mark = Some(self.busy);
+        sampled
+    }
+
+    /// `count` completions of the others, read at once: the busy time since the previous
+    /// sample is shared equally among them, as [`Gaps`](super::gaps::Gaps) shares a polled
+    /// gap. They ended somewhere in that span, and one sample carrying all of it beside
+    /// count − 1 of zero would make the largest samples, which trimming drops, hold far more
+    /// than their part of the time: on the real rig (a host reading `KEY.done` before each of
+    /// its own events, a few peers' completions at a time) that read a latecomer's
+    /// configurations 7–29% above the bottleneck's throughput, the more the fewer its own
+    /// workers, so its add steps looked like losses. With no sample before them (the chain
+    /// broken: starved, or a gap the gap rule did not credit) they only start the chain, as
+    /// a single completion does: their span is unknown. Whether a sample was taken.
+    fn sample_peers(&mut self, count: u32) -> bool {
         let mut sampled = false;
         if let Some(mark) = self.mark {
-            let x = (self.busy - mark).as_secs_f64();
-            match self.settle {
-                Settle::Done => {
-                    self.cur.push(x);
-                    self.share.add(peer);
-                    sampled = true;
-                    if self.phase != Phase::Steady {
-                        self.explored += 1;
-                    }
-                    if self.to_nstar.is_none() && self.cur.summary().batches >= self.params.n_star {
-                        self.to_nstar = Some(self.busy - self.config_start);
-                    }
-                }
-                Settle::Skip(k) => {
-                    self.settle = if k <= 1 {
-                        self.measure_from = Some(self.busy);
-                        Settle::Done
-                    } else {
-                        Settle::Skip(k - 1)
-                    };
-                }
-                Settle::InFlight => {}
+            let x = (self.busy - mark).as_secs_f64() / f64::from(count.max(1));
+            for _ in 0..count {
+                sampled |= self.take(x, true);
             }
         }
         self.mark = Some(self.busy);
         sampled
+    }
+
+    /// A sample `x` of a completion (`peer`: another instance's) while the chain runs:
+    /// counted once the configuration has settled, else a step of settling. Whether it was
+    /// counted.
+    fn take(&mut self, x: f64, peer: bool) -> bool {
+        match self.settle {
+            Settle::Done => {
+                self.cur.push(x);
+                self.share.add(peer);
+                if self.phase != Phase::Steady {
+                    self.explored += 1;
+                }
+                if self.to_nstar.is_none() && self.cur.summary().batches >= self.params.n_star {
+                    self.to_nstar = Some(self.busy - self.config_start);
+                }
+                true
+            }
+            Settle::Skip(k) => {
+                self.settle = if k <= 1 {
+                    self.measure_from = Some(self.busy);
+                    Settle::Done
+                } else {
+                    Settle::Skip(k - 1)
+                };
+                false
+            }
+            Settle::InFlight => false,
+        }
     }
 
     /// A utilization report covers the busy time since the previous one; only its part after

@@ -583,9 +583,9 @@ impl Turns {
     /// Passes the other instances' completions since the last read to the policy, at host time
     /// `now` ([`Policy::on_peer_completions`]); the new target when they changed it. One atomic
     /// load: hosts call it before each of their own events and on every check, so they arrive
-    /// in small batches. TCC takes a batch as that many samples at once, the first with the
-    /// busy time since its previous sample and the rest with none: a configuration's samples
-    /// and busy time, hence the throughput it is judged by, stay whole.
+    /// in small batches. TCC takes a batch as that many samples at once, sharing the busy
+    /// time since its previous sample equally: a configuration's samples and busy time, hence
+    /// the throughput it is judged by, stay whole, and trimming drops no batch's whole span.
     pub fn peers(&mut self, policy: &mut dyn Policy, now: Duration) -> Option<usize> {
         let total = self.done.load();
         let own = std::mem::take(&mut self.own);

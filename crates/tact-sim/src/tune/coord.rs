@@ -334,7 +334,21 @@ pub fn latecomer(turns: Turns, hint: bool, seed: u64) -> Latecomer {
 
 /// The rig's pair, the second pool joining at `join`.
 pub fn latecomer_at(turns: Turns, hint: bool, seed: u64, join: Duration) -> Latecomer {
-    let out = run(&rig_scenario(turns, hint, seed, join));
+    latecomer_of(&rig_scenario(turns, hint, seed, join), hint, join)
+}
+
+/// The rig's pair taking turns, joined at [`RIG_JOIN`], with the others' completions passed on
+/// as the rig's host passes them: those since a pool's last event, at once
+/// ([`Scenario::peers_batched`]).
+pub fn latecomer_read_in_batches(hint: bool, seed: u64) -> Latecomer {
+    let mut sc = rig_scenario(Turns::Lock, hint, seed, RIG_JOIN);
+    sc.peers_batched = true;
+    latecomer_of(&sc, hint, RIG_JOIN)
+}
+
+fn latecomer_of(sc: &Scenario, hint: bool, join: Duration) -> Latecomer {
+    let (turns, seed) = (sc.turns, sc.seed);
+    let out = run(sc);
     let share = |from: Duration, to: Duration| {
         let r: Vec<f64> = (0..2)
             .map(|k| out.throughput(k, from, to).unwrap_or(0.0))

@@ -153,6 +153,10 @@ pub struct Scenario {
     /// (`Policy::on_pressure`; TCC acts on it with `TuneParams::psi`), as `tact tune` does: the
     /// model's [`ThroughputModel::memory_stall`] averaged as PSI's `avg10` (`MemoryPsi`).
     pub pressure: bool,
+    /// Coordinated, the others' completions reach a pool as `tact_lib`'s host passes them
+    /// (`KEY.done` read before each of its own events and on its ticks): those since its last
+    /// event, at once. Otherwise each one as it happens.
+    pub peers_batched: bool,
 }
 
 impl Scenario {
@@ -170,6 +174,7 @@ impl Scenario {
             latency: None,
             turns: Turns::Off,
             pressure: false,
+            peers_batched: false,
         }
     }
 }
@@ -368,11 +373,23 @@ struct Pool {
     /// Draws latencies, apart from `rng` so that completions are the same with or without.
     latency_rng: SimRng,
     run: PoolRun,
+    /// The others' completions not yet passed on ([`Scenario::peers_batched`]).
+    peers: u32,
 }
 
 impl Pool {
     fn load(&self) -> Load {
         Load::new(self.in_flight, self.queued)
+    }
+
+    /// Passes on the others' completions held back since the pool's last event.
+    fn pass_peers(&mut self, at: Duration) {
+        if self.peers > 0 {
+            let answer = self
+                .policy
+                .on_peer_completions(at, std::mem::take(&mut self.peers));
+            self.apply(at, answer);
+        }
     }
 
     /// Grants the turn, and records it when it starts a cycle: the first grant starts the first
@@ -566,6 +583,7 @@ pub fn run(sc: &Scenario) -> Run {
             }
             Kind::Completion(i) => {
                 let p = &mut pools[i];
+                p.pass_peers(at);
                 let latency = sc.latency.map(|l| p.latency(l, op.rates[i], sc.spacing));
                 p.in_flight -= 1;
                 p.run.completions += 1;
@@ -578,7 +596,12 @@ pub fn run(sc: &Scenario) -> Run {
                 // Coordinated, a pool exploring judges the bottleneck's throughput: all of them.
                 if sc.turns != Turns::Off {
                     for (j, peer) in pools.iter_mut().enumerate() {
-                        if j != i && peer.active {
+                        if j == i || !peer.active {
+                            continue;
+                        }
+                        if sc.peers_batched {
+                            peer.peers += 1;
+                        } else {
                             let answer = peer.policy.on_peer_completions(at, 1);
                             peer.apply(at, answer);
                         }
@@ -601,6 +624,7 @@ pub fn run(sc: &Scenario) -> Run {
                         let answer = p.policy.on_pressure(at, reading);
                         p.apply(at, answer);
                     }
+                    p.pass_peers(at);
                 }
             }
             Kind::Epoch => {
@@ -763,6 +787,7 @@ fn new_pool(policy: Controller, spec: &PoolSpec, i: usize, seed: u64) -> Pool {
             completions: 0,
             status,
         },
+        peers: 0,
     }
 }
 
