@@ -118,6 +118,10 @@ struct Seen {
     /// With `children`: it is a make, or runs one, so it is no job and its children are
     /// looked at.
     through: bool,
+    /// It is no make but ran one (the shell of `cd sub && $(MAKE)`): looked through until it
+    /// exits. Between its make's exit and its own it runs none, and judged afresh then it
+    /// would end as a job (one too many, in CI's recursive-make test).
+    ran_make: bool,
     /// When it was last looked at.
     named: Instant,
 }
@@ -279,7 +283,8 @@ impl Completions {
             // load in CI). So its children count only if it is still a make (or runs one) after
             // the listing; otherwise it is the job.
             if parent != root {
-                match self.look_through(parent, now)? {
+                let before = alive.get(&parent).copied();
+                match self.look_through(parent, now, before.as_ref())? {
                     Some(again) if again.through => {}
                     Some(again) => {
                         if let Some(seen) = alive.get_mut(&parent) {
@@ -298,11 +303,11 @@ impl Completions {
                     // Looked at recently as a job: still one (a make's name is read every
                     // poll, so that a fork on its way to exec another program becomes a job).
                     Some(seen) if !seen.through && now < seen.named + RECHECK => Some(*seen),
-                    Some(seen) => self.look_through(pid, now)?.map(|named| Seen {
+                    Some(seen) => self.look_through(pid, now, Some(seen))?.map(|named| Seen {
                         since: seen.since,
                         ..named
                     }),
-                    None => self.look_through(pid, now)?,
+                    None => self.look_through(pid, now, None)?,
                 };
                 let Some(seen) = seen else { continue };
                 if seen.through {
@@ -314,13 +319,21 @@ impl Completions {
         Ok(alive)
     }
 
-    /// [`Self::look`], and whether a process that is no make runs one among its children.
-    fn look_through(&self, pid: i32, now: Instant) -> Result<Option<Seen>> {
+    /// [`Self::look`], and whether a process that is no make runs one among its children (or
+    /// ran one when it was looked at `before`).
+    fn look_through(&self, pid: i32, now: Instant, before: Option<&Seen>) -> Result<Option<Seen>> {
         let Some(seen) = self.look(pid, now)? else {
             return Ok(None);
         };
         if seen.through {
             return Ok(Some(seen));
+        }
+        if before.is_some_and(|b| b.ran_make) {
+            return Ok(Some(Seen {
+                through: true,
+                ran_make: true,
+                ..seen
+            }));
         }
         let children = match self.reader.children(pid) {
             Ok(children) => children,
@@ -331,7 +344,11 @@ impl Completions {
         for child in children {
             through |= self.look(child, now)?.is_some_and(|c| c.through);
         }
-        Ok(Some(Seen { through, ..seen }))
+        Ok(Some(Seen {
+            through,
+            ran_make: through,
+            ..seen
+        }))
     }
 
     /// A process found alive at `now`, with its name read (`through`: it is a make); None when
@@ -342,6 +359,7 @@ impl Completions {
                 ppid: s.ppid,
                 since: now,
                 through: is_make(&s.comm),
+                ran_make: false,
                 named: now,
             })),
             // Exited between the listing and the read: never seen alive, not counted.
@@ -482,6 +500,34 @@ mod tests {
             assert_eq!(jobs.poll(10, at(8)).unwrap().len(), 1, "{counting:?}");
             assert_eq!(jobs.running(10), usize::from(counting == Counting::Tree));
         }
+    }
+
+    #[test]
+    fn a_shell_that_ran_a_sub_make_is_no_job_after_the_make_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = dir.path();
+        let mut jobs = Completions::new(&Counting::Children).unwrap();
+        jobs.reader = ProcReader::with_root(proc);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // make (10) runs `cd b && $(MAKE)`: a shell (11) whose make (12) runs recipe 13.
+        process(proc, 10, "make", 'S', 1, &[11]);
+        process(proc, 11, "sh", 'S', 10, &[12]);
+        process(proc, 12, "make", 'S', 11, &[13]);
+        process(proc, 13, "sh", 'S', 12, &[]);
+        assert!(jobs.poll(10, at(0)).unwrap().is_empty());
+        // The recipe ends, then the sub-make: one job.
+        std::fs::remove_dir_all(proc.join("13")).unwrap();
+        process(proc, 12, "make", 'S', 11, &[]);
+        assert_eq!(jobs.poll(10, at(2)).unwrap().len(), 1);
+        std::fs::remove_dir_all(proc.join("12")).unwrap();
+        process(proc, 11, "sh", 'S', 10, &[]);
+        // The shell, still alive a poll after (past RECHECK), and its exit are no job.
+        assert!(jobs.poll(10, at(30)).unwrap().is_empty());
+        assert_eq!(jobs.running(10), 0);
+        std::fs::remove_dir_all(proc.join("11")).unwrap();
+        process(proc, 10, "make", 'S', 1, &[]);
+        assert!(jobs.poll(10, at(60)).unwrap().is_empty());
     }
 
     #[test]
