@@ -191,7 +191,7 @@ impl Completions {
         } else {
             self.jobs(root, now)?
         };
-        self.keep_unlisted(root, &mut alive)?;
+        self.keep_unlisted(root, now, &mut alive)?;
         // A make's exit is no job's end (with `tree`, every process's is).
         let exited: Vec<Option<Duration>> = self
             .alive
@@ -216,7 +216,7 @@ impl Completions {
     /// such a job counted again at its real end (31 of 30 recipes in CI's recursive-make test).
     /// With `children`, only a job of the root or of a make looked through is kept: the
     /// children of a process that turned out to be a job are part of that job.
-    fn keep_unlisted(&self, root: i32, alive: &mut HashMap<i32, Seen>) -> Result<()> {
+    fn keep_unlisted(&self, root: i32, now: Instant, alive: &mut HashMap<i32, Seen>) -> Result<()> {
         for (&pid, seen) in &self.alive {
             if alive.contains_key(&pid) {
                 continue;
@@ -229,12 +229,8 @@ impl Completions {
             if !(self.deep || parent_through) {
                 continue;
             }
-            match self.reader.stat(pid) {
-                Ok(s) if !s.is_dead() && s.ppid == seen.ppid => {
-                    alive.insert(pid, *seen);
-                }
-                Ok(_) | Err(tact_linux::Error::NoProcess { .. }) => {}
-                Err(e) => return Err(e).context("cannot read a process of the command"),
+            if self.look(pid, now)?.is_some_and(|s| s.ppid == seen.ppid) {
+                alive.insert(pid, *seen);
             }
         }
         Ok(())
