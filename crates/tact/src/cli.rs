@@ -456,6 +456,8 @@ Examples:
   tact tune --bottleneck cpu:0-3 -- make        also watch CPUs 0-3: climb while they have room
   tact tune --bottleneck disk:sda@iops=3000 -- make    a volume provisioned at 3000 IOPS
   tact tune --policy tcc:psi=1 -- make          also back off when memory or the disk stalls
+  tact tune --policy tcc:psi=1 --psi-cgroup /sys/fs/cgroup/system.slice/postgresql.service -- ./load
+                                                back off when the database's memory or disk stalls
   tact tune --bottleneck net:eth0@1gbit,rx --workers-file /tmp/j -- parallel -j /tmp/j wget -q :::: urls
   tact tune --workers-file /tmp/j -- parallel -j /tmp/j gzip ::: *.log
   tact tune --workers-file /tmp/j --completions file:/tmp/done -- ./crawler --jobs-file /tmp/j
@@ -544,11 +546,18 @@ after a second of them): the hint then never fires. --json-log records every rea
 count holds, a bottleneck that had room and now reads above 97% (tcc:saturated=0.97) starts a
 new round of measuring: something else is using it.
 
-PSI (--policy tcc:psi=1): tact reads /proc/pressure/{memory,io} every second. A step up during
+PSI (--policy tcc:psi=1): tact reads /proc/pressure/{memory,io} every second, or with
+--psi-cgroup DIR the cgroup v2 directory's memory.pressure and io.pressure. A step up during
 which memory or io \"full\" stalls exceed 5% (psi_full=0.05) is undone, and memory \"some\" stalls
 above 10% (psi_some=0.1) during the steady state start a new round of measuring, from a lower
-count. PSI never raises the count. Off by default: the figures are the whole machine's, so other
-programs' stalls cut the count too. Without /proc/pressure tact says so and goes on without.
+count. PSI never raises the count. Off by default: /proc/pressure's figures are the whole
+machine's, so other programs' stalls cut the count too. When the bottleneck's processes (a
+database, a service the jobs call) or the command itself run in a cgroup of their own, name its
+directory with --psi-cgroup: then only their stalls count. cgroup v1 has no pressure files; on
+a hybrid machine take the same cgroup in the unified hierarchy (/sys/fs/cgroup/unified/...),
+whose directories have them even with no controllers enabled. The start line says where PSI is
+read. Without /proc/pressure tact says so and goes on without; a DIR that cannot be read stops
+tact before the command starts.
 
 Warm start (--key NAME): tact records the count TCC settles on in
 $XDG_STATE_HOME/tact/tune/NAME.json (root without it: /var/lib/tact/tune; else
@@ -630,6 +639,11 @@ pub struct TuneArgs {
     /// with RATE jobs/s finished by one worker, measured beforehand).
     #[arg(long, value_name = "SPEC", default_value = "tcc")]
     pub policy: String,
+    /// With --policy tcc:psi=1: read PSI from this cgroup v2 directory's memory.pressure and
+    /// io.pressure instead of the machine's /proc/pressure, so that only the stalls of the
+    /// processes in it count (the bottleneck's, or the command's own).
+    #[arg(long, value_name = "DIR")]
+    pub psi_cgroup: Option<PathBuf>,
     /// The workload's name: the count TCC settles on is recorded under it, and the next run
     /// with the same key starts from it (TCC's warm start) [default: none, a cold start].
     #[arg(long, value_name = "NAME", value_parser = crate::tune::parse_key)]

@@ -19,6 +19,7 @@ mod workers_file;
 mod wrap;
 
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -29,7 +30,6 @@ use tact_core::tune::{
 };
 use tact_lib::tune::{CoordinateMode, Turns, DEFAULT_EPOCH};
 use tact_linux::actuate::pidfd::PidFd;
-use tact_linux::probe::psi::PsiReader;
 use tact_linux::JobTree;
 
 use crate::cli::TuneArgs;
@@ -120,9 +120,13 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     }
     let mut report = Report::new(args.json_log.as_deref(), verbose)?;
     // A pool's size bounds the count, so with --freeze the controller waits for the pool;
-    // its spec is checked now all the same.
+    // its spec is checked now all the same, and so is a --psi-cgroup (whether PSI is on does
+    // not depend on the counts).
     let (mut controller, n_max) = if args.freeze {
         check_spec(args)?;
+        if let Some(dir) = &args.psi_cgroup {
+            pressure_meter(&args.policy, 1, 1, Some(dir))?;
+        }
         (None, 0)
     } else {
         let (n_init, n_max) = counts(args)?;
@@ -320,13 +324,16 @@ fn controller(
     // The message alone: its sources repeat in it.
     let policy = policy_from_spec(&spec, n_init, n_max)
         .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
-    let pressure = pressure_meter(&spec, n_init, n_max);
+    let pressure = pressure_meter(&spec, n_init, n_max, args.psi_cgroup.as_deref())?;
     if let Some(store) = store {
         report.key(store.key(), store.path(), warm)?;
     }
     let target = policy.target();
     let tcc = tcc_params_from_spec(&spec, n_init, n_max).ok().flatten();
-    let start = start_line(&driving(args), target, n_max, &spec, tcc.as_ref());
+    let mut start = start_line(&driving(args), target, n_max, &spec, tcc.as_ref());
+    if let Some(meter) = &pressure {
+        start = format!("{start}; PSI from {}", meter.source());
+    }
     if let (Some(store), Some(count)) = (store, warm) {
         // TCC's first cycle is a normal one from that count: its base at the count's cut.
         eprintln!(
@@ -492,25 +499,34 @@ fn keyed_policy<'a>(spec: &'a str, key: &str) -> Result<&'a str> {
     Ok(options)
 }
 
-/// The PSI reader when the spec turns TCC's `psi` on. PSI the kernel does not offer turns the
-/// feature off (spec §6 item 3), which the user is told now: the run goes on by throughput.
-fn pressure_meter(spec: &str, n_init: usize, n_max: usize) -> Option<PressureMeter> {
+/// The PSI reader when the spec turns TCC's `psi` on: `--psi-cgroup`'s directory, else the
+/// machine's. PSI the kernel does not offer turns the feature off (spec §6 item 3), which the
+/// user is told now: the run goes on by throughput. A directory the user named is no such
+/// fallback: one that cannot be read, or one given without `psi`, is an error.
+fn pressure_meter(
+    spec: &str,
+    n_init: usize,
+    n_max: usize,
+    cgroup: Option<&Path>,
+) -> Result<Option<PressureMeter>> {
     let wanted = tcc_params_from_spec(spec, n_init, n_max)
         .ok()
         .flatten()
         .is_some_and(|p| p.psi);
-    if !wanted {
-        return None;
-    }
-    match PressureMeter::open(PsiReader::new()) {
-        Ok(meter) => Some(meter),
-        Err(e) => {
-            eprintln!(
-                "tact: tune: tcc:psi=1: cannot read /proc/pressure ({e:#}); PSI is off for this \
-                 run, TCC judges by throughput alone"
-            );
-            None
-        }
+    match (wanted, cgroup) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => bail!("--psi-cgroup needs --policy tcc:psi=1"),
+        (true, Some(dir)) => PressureMeter::cgroup(dir).map(Some),
+        (true, None) => match PressureMeter::machine() {
+            Ok(meter) => Ok(Some(meter)),
+            Err(e) => {
+                eprintln!(
+                    "tact: tune: tcc:psi=1: cannot read /proc/pressure ({e:#}); PSI is off for \
+                     this run, TCC judges by throughput alone"
+                );
+                Ok(None)
+            }
+        },
     }
 }
 
