@@ -67,7 +67,10 @@ class Controller:
     ``policy="tcc"`` only. ``n_init`` defaults to the online CPUs (at most ``n_max``). Times are
     float seconds on the caller's monotonic clock; each event method returns the new target when
     it changed. With ``psi=True`` (or ``"tcc:psi=1"``) the controller reads ``/proc/pressure``
-    for ``read_pressure()``; a kernel without PSI turns that off with a RuntimeWarning. With
+    for ``read_pressure()``; a kernel without PSI turns that off with a RuntimeWarning; with
+    ``psi_cgroup=DIR`` as well it reads the cgroup v2 directory DIR's ``memory.pressure`` and
+    ``io.pressure`` instead (``tact tune --psi-cgroup``), and a DIR whose files cannot be read, or
+    one given without ``psi=True``, raises ValueError; ``status()["psi_source"]`` says which. With
     ``saturation_unseen=True`` the caller says its loads are a guess (it cannot see whether its
     pool is saturated): TCC then also counts a gap between completions longer than ten mean gaps
     as starvation, with no busy time and no sample across it (baselines ignore it). With
@@ -96,6 +99,7 @@ class Controller:
         epoch: Optional[float] = None,
         key: Optional[str] = None,
         key_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        psi_cgroup: Optional[Union[str, os.PathLike[str]]] = None,
         **params: Any,
     ) -> None: ...
     def on_complete(

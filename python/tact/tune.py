@@ -21,7 +21,9 @@ With ``psi=True`` (a TCC parameter), each also reads the machine's pressure stal
 (``/proc/pressure``) at most once a second and reports it to TCC (``docs/tune.md``, "PSI as a
 saturation hint"): memory or I/O ``full`` stalls above ``psi_full`` (5%) revoke an add step the
 throughput would take, memory ``some`` stalls above ``psi_some`` (10%) end a steady state early.
-A kernel without PSI turns it off with a RuntimeWarning.
+A kernel without PSI turns it off with a RuntimeWarning. With ``psi_cgroup=DIR`` as well, the
+readings are those of a cgroup v2 directory (its ``memory.pressure`` and ``io.pressure``, as
+``tact tune --psi-cgroup DIR`` reads them), so that only the stalls of the processes in it count.
 """
 
 import asyncio
@@ -96,6 +98,10 @@ class ControllerStatus(TypedDict, total=False):
     hinted: int
     #: The latest PSI reading (kept whether or not ``psi`` lets it act); None before any.
     pressure: Optional[Pressure]
+    #: Where ``Controller.read_pressure()`` reads PSI: ``"/proc/pressure"`` or ``"cgroup DIR"``
+    #: (``psi_cgroup``); None when it reads none (``psi`` off, or turned off by a reading that
+    #: failed). Other policies give it only when a spec such as ``"tcc:psi=1"`` reads PSI.
+    psi_source: Optional[str]
     #: Steps PSI decided (add steps it revoked, steady states it ended), with ``psi=True``.
     psi: int
     #: The pools' own counts (not ``Controller.status()``'s): tasks that returned, which the
@@ -323,7 +329,13 @@ class AdaptiveExecutor(Executor):
     params: ``n_init`` (the first target; default the online CPUs) and TCC's parameters;
         ``psi=True`` has the ticker thread read ``/proc/pressure`` at most once a second, outside
         the executor's lock, for TCC's PSI rules (``status()`` shows the latest ``pressure``
-        and the ``psi`` steps).
+        and the ``psi`` steps); ``psi_cgroup`` (a path: str or ``os.PathLike``), with
+        ``psi=True`` only, has it read that cgroup v2 directory's ``memory.pressure`` and
+        ``io.pressure`` instead (``tact tune --psi-cgroup``), e.g. the cgroup of a database the
+        tasks load: then only its processes' stalls count. A ``psi_cgroup`` given without
+        ``psi=True``, or whose files cannot be read, raises ValueError here (naming the file;
+        for a cgroup v1 directory, which has none, pointing at the unified hierarchy).
+        ``status()["psi_source"]`` says where PSI is read.
 
     ``targets`` lists the (seconds since creation, target) changes, ``trace()`` the controller's
     state transitions. A task's reported latency is the time from its dispatch to the pool until its
@@ -543,10 +555,10 @@ class AdaptiveSemaphore:
     policy, bottleneck, coordinate, key and params: as for :class:`AdaptiveExecutor` (a key's
     count is at most ``max_permits``); a callable ``bottleneck`` runs in the event loop (the
     semaphore's ticker task, while the semaphore is in use), so it must not block; with
-    ``psi=True`` that task also reads ``/proc/pressure``, at most once a second (a few small
-    files). With ``coordinate``, that task's ticks also take and give back the turn, so a
-    semaphore left idle keeps a turn it holds until it is used again; ``turns()`` counts them.
-    Use it from one event loop.
+    ``psi=True`` that task also reads ``/proc/pressure`` (or ``psi_cgroup``'s files), at most
+    once a second (a few small files). With ``coordinate``, that task's ticks also take and
+    give back the turn, so a semaphore left idle keeps a turn it holds until it is used again;
+    ``turns()`` counts them. Use it from one event loop.
     """
 
     def __init__(

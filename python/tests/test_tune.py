@@ -741,6 +741,165 @@ def test_semaphore_with_psi_reads_the_machines_pressure():
     assert set(status["pressure"]) == {"memory_some", "memory_full", "io_full"}
 
 
+#: A cgroup's pressure lines: memory and io ``some`` at 20%, ``full`` at 50%.
+PRESSURE_LINES = (
+    "some avg10=20.00 avg60=0.00 avg300=0.00 total=1\n"
+    "full avg10=50.00 avg60=0.00 avg300=0.00 total=1\n"
+)
+FIXTURE_PRESSURE = {"memory_some": 0.2, "memory_full": 0.5, "io_full": 0.5}
+
+
+def _cgroup_fixture(dir: Path) -> Path:
+    """A directory with a cgroup v2 directory's memory.pressure and io.pressure."""
+    dir.mkdir(exist_ok=True)
+    for name in ("memory.pressure", "io.pressure"):
+        (dir / name).write_text(PRESSURE_LINES)
+    return dir
+
+
+def test_a_psi_cgroup_is_read_instead_of_the_machines(tmp_path: Path):
+    cg = _cgroup_fixture(tmp_path / "db.service")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the files read: no "PSI is off" warning
+        c = tact.Controller(
+            n_init=2, n_max=16, psi=True, psi_cgroup=cg, n_star=5, batch_min=4, dwell=5.0
+        )
+    assert c.psi
+    assert c.status()["psi_source"] == f"cgroup {cg}"
+    reading = c.read_pressure()
+    assert reading == FIXTURE_PRESSURE
+    # The cgroup's io ``full`` at 50% revokes the add steps the throughput would take, as in
+    # the hand-driven test above: the reading read is the one that acts.
+    now = 0.0
+    for _ in range(100_000):
+        n = c.target
+        now += 1.0 / (100.0 * n)
+        c.on_complete(now, n, 1, n / 100.0)
+        c.on_pressure(now, **reading)
+        if c.status()["psi"] > 0:
+            break
+    assert c.status()["pressure"] == FIXTURE_PRESSURE
+    revoked = [t for t in c.drain_trace() if t["psi"]]
+    assert revoked and all(t["from"] == "add" for t in revoked), c.status()
+    # A str, and a spec turning psi on, as for the machine's.
+    spec = tact.Controller("tcc:psi=1", n_max=8, psi_cgroup=str(cg))
+    assert spec.psi and spec.status()["psi_source"] == f"cgroup {cg}"
+    assert spec.read_pressure() == FIXTURE_PRESSURE
+    # Without a directory, where PSI is read (or that it is not) is said too.
+    assert tact.Controller(n_max=8).status()["psi_source"] is None
+    if HAS_PSI:
+        assert tact.Controller(n_max=8, psi=True).status()["psi_source"] == "/proc/pressure"
+
+
+def test_a_psi_cgroup_that_cannot_be_used_is_refused(tmp_path: Path, monkeypatch):
+    cg = _cgroup_fixture(tmp_path / "cg")
+    for kwargs in [dict(), dict(psi=False), dict(policy="aimd"), dict(policy="static:2")]:
+        with pytest.raises(ValueError, match=r"^psi_cgroup needs psi=True \(TCC\)$"):
+            tact.Controller(n_max=8, psi_cgroup=cg, **kwargs)
+    # Each missing file is named; a temporary directory is no cgroup v1 one.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "memory.pressure").write_text(PRESSURE_LINES)
+    for dir, file in [
+        (empty, "memory.pressure"),
+        (tmp_path / "absent", "memory.pressure"),
+        (tmp_path / "half", "io.pressure"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            tact.Controller(n_max=8, psi=True, psi_cgroup=dir)
+        msg = str(e.value)
+        assert msg.startswith(f"psi_cgroup {dir}: reading PSI: {dir / file}: "), msg
+        assert "cgroup v1" not in msg, msg
+    (cg / "io.pressure").write_text("full avg10=oops\n")
+    with pytest.raises(ValueError, match=r"io\.pressure:1: bad number for avg10"):
+        tact.Controller(n_max=8, psi=True, psi_cgroup=cg)
+    # Refused before anything is made: coordination's lock file is not.
+    monkeypatch.setenv("TACT_RUNTIME_DIR", str(tmp_path / "run"))
+    with pytest.raises(ValueError, match="psi_cgroup"):
+        tact.Controller(n_max=8, psi=True, psi_cgroup=empty, coordinate="k")
+    assert not (tmp_path / "run").exists()
+
+
+def _mountinfo() -> List[List[str]]:
+    """/proc/self/mountinfo's lines as (mount point, file system type)."""
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            mounts.append([pre.split(" ")[4], post.split(" ")[0]])
+    return mounts
+
+
+def test_a_cgroup_v1_directory_is_refused_pointing_at_the_unified_hierarchy():
+    v1 = [Path(point) for point, kind in _mountinfo() if kind == "cgroup"]
+    if not v1:
+        pytest.skip("no cgroup v1 hierarchy here")
+    # The hierarchy's root, and a directory in it that does not exist.
+    for dir in [v1[0], v1[0] / f"tact-test-psicg-absent-{os.getpid()}"]:
+        with pytest.raises(ValueError) as e:
+            tact.Controller(n_max=8, psi=True, psi_cgroup=dir)
+        msg = str(e.value)
+        assert str(dir / "memory.pressure") in msg, msg
+        assert f"{dir} is in a cgroup v1 hierarchy" in msg, msg
+        assert "unified (cgroup2) hierarchy" in msg, msg
+
+
+def test_the_processes_own_cgroup2_directory_is_read():
+    mounts = [Path(point) for point, kind in _mountinfo() if kind == "cgroup2"]
+    with open("/proc/self/cgroup") as f:
+        own = [line.strip()[3:] for line in f if line.startswith("0::")]
+    cg = mounts[0] / own[0].lstrip("/") if mounts and own else None
+    if cg is None or not (cg / "memory.pressure").exists():
+        pytest.skip("no cgroup v2 directory with pressure files here")
+    c = tact.Controller(n_max=8, psi=True, psi_cgroup=cg)
+    assert c.status()["psi_source"] == f"cgroup {cg}"
+    reading = c.read_pressure()
+    assert set(reading) == set(FIXTURE_PRESSURE)
+    assert all(0.0 <= v <= 1.0 for v in reading.values()), reading
+
+
+def test_the_pools_pass_psi_cgroup_to_their_controller(tmp_path: Path):
+    cg = _cgroup_fixture(tmp_path / "cg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ex = tact.AdaptiveExecutor(4, n_init=2, psi=True, psi_cgroup=cg)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        # The ticker thread reads the fixture and reports it.
+        while ex.status()["pressure"] is None:
+            assert time.monotonic() < deadline, ex.status()
+            assert ex.submit(abs, -3).result(timeout=TIMEOUT) == 3
+            time.sleep(0.05)
+    finally:
+        ex.shutdown(wait=True)
+    status = ex.status()
+    assert status["pressure"] == FIXTURE_PRESSURE
+    assert status["psi_source"] == f"cgroup {cg}"
+    with pytest.raises(ValueError, match="psi_cgroup needs psi=True"):
+        tact.AdaptiveExecutor(4, psi_cgroup=cg)
+
+    async def main() -> dict:
+        sem = tact.AdaptiveSemaphore(8, n_init=2, psi=True, psi_cgroup=str(cg))
+
+        async def task() -> None:
+            async with sem:
+                await asyncio.sleep(0.005)
+
+        deadline = time.monotonic() + TIMEOUT
+        while sem.status()["pressure"] is None:
+            assert time.monotonic() < deadline, sem.status()
+            await asyncio.gather(*(task() for _ in range(8)))
+        return sem.status()
+
+    status = asyncio.run(main())
+    assert status["pressure"] == FIXTURE_PRESSURE
+    assert status["psi_source"] == f"cgroup {cg}"
+    (cg / "io.pressure").unlink()
+    with pytest.raises(ValueError, match=r"psi_cgroup .*io\.pressure"):
+        tact.AdaptiveSemaphore(8, psi=True, psi_cgroup=cg)
+
+
 # Turns with other instances on one bottleneck (coordinate=KEY)
 
 

@@ -3,16 +3,19 @@
 //! `tact.AdaptiveSemaphore` and `tact.dask.AdaptiveSubmitter` drive it; it can also be driven by
 //! hand, with times on the caller's monotonic clock. `tact._tact.Bottleneck` is the meter those
 //! pools read for TCC's bottleneck hint when given a source as a string (`docs/tune.md`, "The
-//! bottleneck hint"). With TCC's `psi` on, the controller also reads the machine's pressure stall
-//! information for those pools (`Controller.read_pressure`, `docs/tune.md` "PSI as a saturation
-//! hint"), through the same function as `tact tune` and tact-lib's pools.
+//! bottleneck hint"). With TCC's `psi` on, the controller also reads pressure stall information
+//! for those pools (`Controller.read_pressure`, `docs/tune.md` "PSI as a saturation hint"): the
+//! machine's, or with `psi_cgroup` a cgroup v2 directory's, as `tact tune --psi-cgroup` does,
+//! through the same function as `tact tune` and tact-lib's pools.
 //!
 //! Every call into the controller releases the GIL: TCC's decisions sort samples and run
 //! sequential tests, and the pool's worker threads should go on meanwhile. So does a meter's
 //! reading, which reads files under `/proc` or `/sys`.
 
 use std::ffi::CString;
-use std::path::PathBuf;
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -73,6 +76,11 @@ impl Engine {
 ///
 /// With psi=True (TCC), the controller reads the machine's /proc/pressure for
 /// `read_pressure()`; a kernel without PSI turns it off with a RuntimeWarning.
+/// psi_cgroup=DIR (a str or os.PathLike; with psi=True only): read the cgroup v2 directory DIR's
+/// memory.pressure and io.pressure instead, as `tact tune --psi-cgroup DIR` does, so that only
+/// the stalls of the processes in it count (those of the bottleneck, or the pool's own). Unlike
+/// /proc/pressure, a directory named is no fallback: files that cannot be read now raise.
+/// `status()["psi_source"]` says where PSI is read.
 ///
 /// saturation_unseen=True: the caller cannot see whether its pool is saturated, so the loads it
 /// reports are a guess (say, always "all busy"). TCC then also counts a gap between completions
@@ -98,7 +106,9 @@ impl Engine {
 /// Raises ValueError on an unknown policy or parameter, or parameters that break TCC's
 /// friendliness conditions (the message names the condition and the nearest valid values), a
 /// bad coordination key, a key that is not a plain file name, or a key with a policy other than
-/// TCC (only TCC has a steady count); OSError when the lock directory cannot be used.
+/// TCC (only TCC has a steady count), psi_cgroup without psi=True (TCC), or a psi_cgroup whose
+/// files cannot be read (naming the file, and pointing a cgroup v1 directory at the unified
+/// hierarchy); OSError when the lock directory cannot be used.
 #[pyclass(frozen, module = "tact._tact")]
 pub(crate) struct Controller {
     engine: Mutex<Engine>,
@@ -113,6 +123,8 @@ pub(crate) struct Controller {
 
 struct Psi {
     reader: PsiReader,
+    /// Where it reads, for `status()`: "/proc/pressure" or "cgroup DIR".
+    source: String,
     read: Option<Instant>,
 }
 
@@ -122,7 +134,7 @@ impl Controller {
     #[pyo3(signature = (
         policy = "tcc", *, n_init = None, n_max = 64, saturation_unseen = false,
         coordinate = None, coordinate_mode = "turns", epoch = None, key = None, key_dir = None,
-        **params
+        psi_cgroup = None, **params
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -136,6 +148,7 @@ impl Controller {
         epoch: Option<f64>,
         key: Option<&str>,
         key_dir: Option<PathBuf>,
+        psi_cgroup: Option<PathBuf>,
         params: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         if n_max == 0 {
@@ -144,6 +157,18 @@ impl Controller {
         let n_init = n_init.unwrap_or_else(|| online_cpus().min(n_max));
         let store = store(key, key_dir)?;
         let (mut engine, keyed, unusable) = build(policy, n_init, n_max, params, store)?;
+        // A spec such as "tcc:psi=1" gives an opaque policy: its parameters say whether it
+        // takes PSI, as for `tact tune`.
+        let wants_psi = match &engine {
+            Engine::Tcc(tcc) => tcc.params().psi,
+            Engine::Other { spec, .. } => tcc_params_from_spec(spec, n_init, n_max)
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.psi),
+        };
+        // Before anything is told or made (a warning, coordination's lock file): a refused
+        // psi_cgroup leaves no trace.
+        let psi = psi_reader(py, wants_psi, psi_cgroup)?;
         if let Some(why) = unusable {
             warn(py, &format!("tact: {why}"))?;
         }
@@ -155,20 +180,6 @@ impl Controller {
         if let Some(turns) = &mut turns {
             turns.start(engine.policy());
         }
-        // A spec such as "tcc:psi=1" gives an opaque policy: its parameters say whether it
-        // takes PSI, as for `tact tune`.
-        let wants_psi = match &engine {
-            Engine::Tcc(tcc) => tcc.params().psi,
-            Engine::Other { spec, .. } => tcc_params_from_spec(spec, n_init, n_max)
-                .ok()
-                .flatten()
-                .is_some_and(|p| p.psi),
-        };
-        let psi = if wants_psi {
-            open_psi(py, PsiReader::new())?
-        } else {
-            None
-        };
         Ok(Controller {
             engine: Mutex::new(engine),
             turns: Mutex::new(turns),
@@ -275,11 +286,11 @@ impl Controller {
         self.with_policy(py, |policy| policy.on_pressure(at, p))
     }
 
-    /// The machine's pressure stall readings (the avg10 figures of /proc/pressure's memory
-    /// `some` and `full` and io `full`, as fractions; keyword arguments of `on_pressure`) when
-    /// the controller is TCC with psi=True and a reading is due (at most one a second); None
-    /// otherwise. It reads files: pools call it outside their locks. A reading that fails turns
-    /// PSI off with one RuntimeWarning.
+    /// The pressure stall readings (the avg10 figures of memory `some` and `full` and io `full`,
+    /// as fractions; keyword arguments of `on_pressure`) of /proc/pressure, or psi_cgroup's
+    /// memory.pressure and io.pressure, when the controller is TCC with psi=True and a reading
+    /// is due (at most one a second); None otherwise. It reads files: pools call it outside
+    /// their locks. A reading that fails turns PSI off with one RuntimeWarning.
     fn read_pressure<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         // The lock is taken and released without the GIL: a thread holding it must never wait
         // for the GIL while another holds the GIL and waits for it.
@@ -321,19 +332,30 @@ impl Controller {
 
     /// A snapshot of the controller (tact.ControllerStatus): for TCC its state, cycle, batch
     /// size, samples and batches being measured, throughput, the cycle's best, busy seconds and
-    /// counters, the latest PSI reading and the steps it decided, its warm start and its last
-    /// steady count; for other policies only "policy" and "target".
+    /// counters, the latest PSI reading, where `read_pressure` reads it ("psi_source":
+    /// "/proc/pressure", "cgroup DIR", or None when it reads none) and the steps it decided, its
+    /// warm start and its last steady count; for other policies only "policy" and "target" (and
+    /// "psi_source" when a spec such as "tcc:psi=1" reads PSI).
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Without the GIL, as every lock here (see `read_pressure`).
+        let source = py.detach(|| {
+            let psi = self.psi.lock().unwrap_or_else(PoisonError::into_inner);
+            psi.as_ref().map(|p| p.source.clone())
+        });
         let d = PyDict::new(py);
         match &*self.lock() {
             Engine::Tcc(t) => {
                 d.set_item("policy", "tcc")?;
                 status(&d, &t.status())?;
                 d.set_item("warm", t.params().warm)?;
+                d.set_item("psi_source", source)?;
             }
             Engine::Other { spec, policy } => {
                 d.set_item("policy", spec)?;
                 d.set_item("target", policy.target())?;
+                if source.is_some() {
+                    d.set_item("psi_source", source)?;
+                }
             }
         }
         Ok(d)
@@ -422,13 +444,83 @@ impl Controller {
     }
 }
 
-/// The PSI reader when its files read now; otherwise one warning and none: the pool runs by
-/// throughput alone.
-fn open_psi(py: Python<'_>, reader: PsiReader) -> PyResult<Option<Psi>> {
-    match py.detach(|| reader.tcc_pressure()) {
-        Ok(_) => Ok(Some(Psi { reader, read: None })),
-        Err(e) => psi_off(py, &e).map(|()| None),
+/// Where `read_pressure` reads, as `tact tune`'s `pressure_meter` chooses: psi_cgroup's
+/// directory, else the machine's /proc/pressure. PSI the kernel does not offer turns the
+/// feature off with one warning: the pool runs by throughput alone. A directory the caller
+/// named is no such fallback: one given without psi, or whose files cannot be read, raises.
+fn psi_reader(py: Python<'_>, wanted: bool, cgroup: Option<PathBuf>) -> PyResult<Option<Psi>> {
+    match (wanted, cgroup) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(PyValueError::new_err("psi_cgroup needs psi=True (TCC)")),
+        (true, Some(dir)) => {
+            let reader = PsiReader::cgroup(&dir);
+            let source = format!("cgroup {}", dir.display());
+            // One reading now, as for /proc/pressure, so that the error comes at construction;
+            // the statfs too reads outside the GIL.
+            py.detach(|| match reader.tcc_pressure() {
+                Ok(_) => Ok(Some(Psi {
+                    reader,
+                    source,
+                    read: None,
+                })),
+                Err(e) => Err(unreadable_cgroup(&dir, &e)),
+            })
+            .map_err(PyValueError::new_err)
+        }
+        (true, None) => {
+            let reader = PsiReader::new();
+            match py.detach(|| reader.tcc_pressure()) {
+                Ok(_) => Ok(Some(Psi {
+                    reader,
+                    source: "/proc/pressure".to_string(),
+                    read: None,
+                })),
+                Err(e) => psi_off(py, &e).map(|()| None),
+            }
+        }
     }
+}
+
+/// `tact tune --psi-cgroup`'s error, with `psi_cgroup` for the option: the file that could not be
+/// read, and for a directory in a cgroup v1 hierarchy (which has no pressure files) where the
+/// same processes' pressure is.
+fn unreadable_cgroup(dir: &Path, e: &tact_linux::Error) -> String {
+    let hint = if in_cgroup_v1(dir) {
+        format!(
+            "; {} is in a cgroup v1 hierarchy, which has no pressure files: on a hybrid machine \
+             the same processes' pressure is in the unified (cgroup2) hierarchy, e.g. \
+             /sys/fs/cgroup/unified/..., whose directories have memory.pressure even with no \
+             controllers enabled",
+            dir.display()
+        )
+    } else {
+        String::new()
+    };
+    format!("psi_cgroup {}: reading PSI: {e}{hint}", dir.display())
+}
+
+/// Whether `dir`, or the nearest of its ancestors that exists, is in a cgroup v1 hierarchy: the
+/// check of `tact tune --psi-cgroup` (crates/tact's `tune::pressure`), repeated here because
+/// that is a binary crate's, and with libc's statfs because nix is no dependency of this crate.
+fn in_cgroup_v1(dir: &Path) -> bool {
+    dir.ancestors()
+        .find_map(fs_type)
+        .is_some_and(|t| t == libc::CGROUP_SUPER_MAGIC)
+}
+
+/// The file system type (statfs's f_type) of `path`; None when statfs fails.
+fn fs_type(path: &Path) -> Option<libc::c_long> {
+    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut fs = MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `path` is NUL-terminated and outlives the call; statfs fills `fs` when it returns
+    // 0, and only then is `fs` read.
+    let fs = unsafe {
+        if libc::statfs(path.as_ptr(), fs.as_mut_ptr()) != 0 {
+            return None;
+        }
+        fs.assume_init()
+    };
+    Some(fs.f_type)
 }
 
 /// Says that PSI is off for this controller.
