@@ -341,7 +341,14 @@ def has_swap():
 
 
 class MemoryCgroup:
-    """A memory cgroup of our own (v1 under /sys/fs/cgroup/memory, or v2), removed on cleanup."""
+    """A memory cgroup of our own (v1 under /sys/fs/cgroup/memory, or v2), removed on cleanup.
+
+    Its pressure (`psi_path`): on v2 the cgroup's own memory.pressure and io.pressure. v1 has no
+    pressure files, but on a machine that also mounts the unified hierarchy (systemd's hybrid
+    layout, /sys/fs/cgroup/unified) every cgroup2 directory has them, controllers or not, and the
+    kernel accounts a task's stalls to its cgroup2 directory whatever its v1 cgroups: a directory
+    there holding the same processes gives the service's own pressure. Without either, None: the
+    machine's /proc/pressure."""
 
     def __init__(self, limit_mib):
         v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers") and \
@@ -354,10 +361,14 @@ class MemoryCgroup:
         with open(os.path.join(self.path, "memory.max" if v2 else "memory.limit_in_bytes"), "w") as f:
             f.write(limit)
         self.limit_mib = limit_mib
+        self.unified = None if v2 else unified_cgroup()
+        self.psi_path = self.path if v2 else self.unified
 
     def wrap(self, cmd):
-        """`cmd`, entering the cgroup before it execs, so that all its memory is charged here."""
-        return ["sh", "-c", f'echo $$ > {self.path}/cgroup.procs && exec "$@"', "sh"] + cmd
+        """`cmd`, entering the cgroup (and the unified one) before it execs, so that all its memory
+        is charged here and its stalls counted there."""
+        enter = " && ".join(f"echo $$ > {d}/cgroup.procs" for d in (self.path, self.unified) if d)
+        return ["sh", "-c", f'{enter} && exec "$@"', "sh"] + cmd
 
     def stat(self):
         out = {}
@@ -368,8 +379,7 @@ class MemoryCgroup:
         refault = out.get("workingset_refault_file", out.get("workingset_refault", 0)) + \
             out.get("workingset_refault_anon", 0)
         res = {"refaults": refault, "majfaults": out.get("pgmajfault", 0), "pgpgin": out.get("pgpgin", 0)}
-        # PSI: the cgroup's own on v2; v1 has only the system's (/proc/pressure/memory).
-        psi = os.path.join(self.path, "memory.pressure") if self.v2 else "/proc/pressure/memory"
+        psi = os.path.join(self.psi_path, "memory.pressure") if self.psi_path else "/proc/pressure/memory"
         try:
             with open(psi) as f:
                 for line in f:
@@ -378,6 +388,18 @@ class MemoryCgroup:
         except (OSError, IndexError, ValueError):
             pass
         return res
+
+
+def psi_source(cg):
+    """Where the service's pressure is read, in words for the notes."""
+    if cg.v2:
+        return f"the cgroup's own {cg.path}/memory.pressure and io.pressure (tune-drive --psi-cgroup)"
+    if cg.unified:
+        return (f"the service's own, from {cg.unified}/memory.pressure and io.pressure: cgroup v1 has no "
+                "pressure files, and the service is also in that cgroup2 directory of the hybrid layout "
+                "(no controllers; tune-drive --psi-cgroup)")
+    return ("system-wide /proc/pressure: cgroup v1 has no per-cgroup pressure and no unified hierarchy is "
+            "mounted, so the controller reads the whole machine's memory and io stalls")
 
 
 class IopsCgroup:
@@ -401,6 +423,20 @@ class IopsCgroup:
 
     def wrap(self, cmd):
         return ["sh", "-c", f'echo $$ > {self.path}/cgroup.procs && exec "$@"', "sh"] + cmd
+
+
+def unified_cgroup():
+    """A directory of our own in the hybrid layout's cgroup2 mount (no controllers: only its
+    pressure files are used), removed on cleanup; None without that mount or PSI."""
+    root = "/sys/fs/cgroup/unified"
+    if not os.path.exists(os.path.join(root, "cgroup.procs")):
+        return None
+    path = os.path.join(root, TAG)
+    os.mkdir(path)
+    CLEANUP.push("unified cgroup", lambda: rmdir_retry(path))
+    if not os.path.exists(os.path.join(path, "memory.pressure")):
+        return None
+    return path
 
 
 def rmdir_retry(path):
@@ -737,7 +773,7 @@ def setup(name, args, p, bindir, outdir):
         ctx["probe"], ctx["util_of"] = cg.stat, util_memory
         notes.append(f"memory cgroup {cg.path} ({'v2 memory.max' if cg.v2 else 'v1 memory.limit_in_bytes'}) = "
                      f"{limit} MiB: {args.mem_base_mib} MiB base + {args.mem_workers} x {args.mem_slice_mib} MiB; "
-                     f"{how}; PSI: " + ("the cgroup's" if cg.v2 else "system-wide (/proc/pressure/memory; v1)"))
+                     f"{how}; PSI: {psi_source(cg)}")
     elif name == "memory-switch":
         path = data_file(args.data_file, args.data_mib)
         drop_cache(path)
@@ -751,10 +787,7 @@ def setup(name, args, p, bindir, outdir):
                      f"the service starts in cpu mode, at T it switches to mapped:{path}:M with M = "
                      f"ceil({switch.OVERCOMMIT} x room / the count at T) (no swap needed: overcommit evicts and "
                      "refaults page cache); a fresh service per run, the file's cache dropped first")
-        notes.append("PSI (tcc:psi=1, read by the driver's pool): " + (
-            f"the cgroup's own {cg.path}/memory.pressure and io.pressure (tune-drive --psi-cgroup)"
-            if cg.v2 else "system-wide /proc/pressure: cgroup v1 has no per-cgroup memory.pressure, so the "
-            "controller reads the whole machine's memory and io stalls"))
+        notes.append(f"PSI (tcc:psi=1, read by the driver's pool): {psi_source(cg)}")
     elif name == "disk":
         path = data_file(args.data_file, args.data_mib)
         dev = block_device(path)
@@ -1391,11 +1424,11 @@ def run_switch(ctx, p, partial):
             log(f"[memory-switch {rep + 1}/{reps}] {label} ({spec}): {seconds:g} s, the switch at Steady + "
                 f"{p['switch_hold']:g} s (at the latest {p['switch_deadline'] + p['switch_hold']:g} s)")
             with Probe(ctx["probe"], period=0.5) as probe:
-                # On v2 the pool reads the service's cgroup's pressure; v1 has only the machine's.
+                # The pool reads the service's own pressure where the machine has one (psi_source).
                 cg = ctx["cgroup"]
                 d = Driver(ctx["bindir"], args.driver_cpu, ctx["addr"], label, spec, 0.0, seconds, args, ctx["sc"],
                            ctx["outdir"], lambda at, n, ready=ready: ready.set(),
-                           psi_cgroup=cg.path if cg.v2 and "psi=1" in spec else None)
+                           psi_cgroup=cg.psi_path if "psi=1" in spec else None)
                 d.started.wait(30)
                 ready.wait(max(0.0, p["switch_deadline"] - d.now()))
                 time.sleep(p["switch_hold"])
