@@ -410,6 +410,163 @@ fn memory_stalls_start_a_cycle_before_the_timeout() {
     assert!(end.busy >= timeout && end.at - entry.at >= timeout);
 }
 
+/// The kernel updates avg10 this often.
+const KERNEL_UPDATE: Duration = Duration::from_secs(2);
+
+/// Memory `some` as the kernel reports avg10, updates and all: every 2 s of host time (at
+/// `phase` modulo 2 s) the share of that period the tasks stalled (`stalled(in flight, t)` over
+/// the time since the previous reading, in 10 ms steps) enters an exponential average with a
+/// 10 s time constant, and a reading returns the figure of the last update. So a reading holds
+/// between updates, and an update covers up to 2 s before it. Every reading is logged.
+fn kernel_some(
+    mut stalled: impl FnMut(usize, Duration) -> f64 + 'static,
+    phase: Duration,
+    log: Log,
+) -> impl FnMut(usize, Duration) -> Pressure {
+    const STEP: Duration = Duration::from_millis(10);
+    let period = KERNEL_UPDATE.as_secs_f64();
+    let decay = (-period / 10.0).exp();
+    let mut avg = 0.0;
+    // Stalled seconds in the update period under way.
+    let mut stall = 0.0;
+    let mut last = Duration::ZERO;
+    let mut update = Duration::from_nanos((phase.as_nanos() % KERNEL_UPDATE.as_nanos()) as u64);
+    if update.is_zero() {
+        update = KERNEL_UPDATE;
+    }
+    move |n, t| {
+        let mut at = last;
+        while at < t {
+            let to = (at + STEP).min(t).min(update);
+            stall += stalled(n, at) * (to - at).as_secs_f64();
+            at = to;
+            if at == update {
+                avg = avg * decay + stall / period * (1.0 - decay);
+                stall = 0.0;
+                update += KERNEL_UPDATE;
+            }
+        }
+        last = t;
+        log.borrow_mut().push((t, avg));
+        Pressure {
+            memory_some: avg,
+            ..Pressure::default()
+        }
+    }
+}
+
+#[test]
+fn memory_stalls_that_begin_in_steady_start_a_cycle_within_seconds() {
+    let p = TuneParams {
+        n_max: 40,
+        ..paper(4)
+    };
+    let (entered, n) = first(&p, slow_bending, Phase::Steady);
+    // From 5 s into the steady state on, the tasks stall 16/17 of the time (X2's thrashing).
+    let from = entered + Duration::from_secs(5);
+    let log = Log::default();
+    let stalled = move |_: usize, t: Duration| if t >= from { 16.0 / 17.0 } else { 0.0 };
+    let mut run = Pool::new(psi(p.clone()), slow_bending)
+        .with_pressure(SECOND, kernel_some(stalled, Duration::ZERO, log.clone()));
+    assert!(run.run_until(SETTLE, |pool| pool.trace.iter().any(|t| t.psi)));
+    let (entry, end) = run.first_steady();
+    assert_eq!(entry.at, entered);
+    assert_eq!(
+        (end.to, end.reason, end.psi, end.target_from),
+        (Phase::Base, Reason::Shift, true, n),
+        "{:?}",
+        run.moves()
+    );
+    // At the first reading that rose above psi_some, a few seconds after the stalls began
+    // (the kernel's next update), not 20 s into the steady state.
+    let over = log
+        .borrow()
+        .iter()
+        .find(|(t, x)| *t > from && *x > p.psi_some)
+        .map(|r| r.0)
+        .unwrap();
+    assert_eq!(end.at, over, "{:?}", log.borrow());
+    assert!(
+        end.at - from <= Duration::from_secs(4),
+        "{:?}",
+        end.at - from
+    );
+    assert_eq!(run.tcc.status().psi, 1);
+}
+
+#[test]
+fn carry_that_decays_starts_no_cycle() {
+    let p = TuneParams {
+        n_max: 40,
+        ..paper(4)
+    };
+    let (entered, n) = first(&p, slow_bending, Phase::Steady);
+    // The counts explored just before stalled 16/17 of the time for 6 s, up to the steady
+    // state (only the steady rule reads `some`, so the exploration is unchanged, and so are the
+    // reading times while no rule fires): it begins with avg10 near 40%, which only decays.
+    let times = Log::default();
+    let mut calm = Pool::new(psi(p.clone()), slow_bending).with_pressure(
+        SECOND,
+        kernel_some(|_, _| 0.0, Duration::ZERO, times.clone()),
+    );
+    assert!(calm.run_until(SETTLE, |pool| pool.now > entered + SECOND));
+    let first_read = times.borrow().iter().find(|r| r.0 > entered).unwrap().0;
+    let log = Log::default();
+    let stalled = move |_: usize, t: Duration| {
+        if t < entered && t + Duration::from_secs(6) >= entered {
+            16.0 / 17.0
+        } else {
+            0.0
+        }
+    };
+    // The kernel updates just after the steady state's first reading (settled by then), over a
+    // period that is mostly the last stalled seconds, and rises: up to 2 s after settling, a
+    // figure that rose may still report the stalls of the time before.
+    let phase = first_read + Duration::from_millis(100);
+    let mut run = Pool::new(psi(p.clone()), slow_bending)
+        .with_pressure(SECOND, kernel_some(stalled, phase, log.clone()));
+    assert!(run.run_until(SETTLE, |pool| {
+        pool.trace
+            .iter()
+            .filter(|t| t.from == Phase::Steady)
+            .count()
+            >= 1
+    }));
+    let (entry, end) = run.first_steady();
+    assert_eq!((entry.at, entry.target_to), (entered, n));
+    assert_eq!(
+        (end.reason, end.psi),
+        (Reason::Timeout, false),
+        "{:?}",
+        run.moves()
+    );
+    assert!(end.at - entry.at >= p.steady_max);
+    assert_eq!(run.tcc.status().psi, 0);
+    // The rule had readings to decline: above psi_some in the steady state's first seconds,
+    // one that rose after its first reading, figures held between updates; below it from 20 s
+    // in.
+    let readings = log.borrow();
+    let steady: Vec<(Duration, f64)> = readings
+        .iter()
+        .copied()
+        .filter(|r| r.0 >= entered && r.0 < end.at)
+        .collect();
+    assert!(steady[0].1 > 0.3, "{steady:?}");
+    assert!(steady[1].1 > steady[0].1, "{steady:?}");
+    let held = steady
+        .windows(2)
+        .filter(|w| w[1].1 == w[0].1 && w[1].1 > p.psi_some)
+        .count();
+    assert!(held >= 3, "{steady:?}");
+    assert!(
+        steady
+            .iter()
+            .filter(|r| r.0 >= entered + Duration::from_secs(20))
+            .all(|r| r.1 < p.psi_some),
+        "{steady:?}"
+    );
+}
+
 #[test]
 fn with_the_switch_off_readings_change_nothing() {
     for p in params() {

@@ -75,10 +75,11 @@ struct Crowd {
     skip: bool,
 }
 
-/// How long a steady state ignores PSI readings (host time from its start): avg10 is an
-/// exponential average with a 10 s time constant, so the stalls of the counts explored just
-/// before (a revoked, stalling add step) still show in it; after 20 s they have decayed to
-/// e⁻² ≈ 14% of what they were. Without this, the stalls that ended one cycle could start the next.
+/// How long a steady state ignores PSI readings that did not rise (host time from its start):
+/// avg10 is an exponential average with a 10 s time constant, so the stalls of the counts
+/// explored just before (a revoked, stalling add step) still show in it; after 20 s they have
+/// decayed to e⁻² ≈ 14% of what they were. Without this, the stalls that ended one cycle could
+/// start the next. A reading that rose is not carry (see [`Tcc::steady_stalls`]).
 const PSI_SETTLE: Duration = Duration::from_secs(20);
 
 /// The kernel's avg10: an exponential average with this time constant (seconds)...
@@ -87,6 +88,33 @@ const PSI_TAU: f64 = 10.0;
 /// ...updated this often: two readings closer than this may straddle no update at all, so an
 /// unchanged figure says nothing about the time between them.
 const PSI_UPDATE: Duration = Duration::from_secs(2);
+
+/// The readings a steady state's memory `some` must rise above to show the steady count's own
+/// stalls (see [`Tcc::steady_stalls`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct SteadyLow {
+    /// Host time of the steady state's first reading after settling.
+    first: Option<Duration>,
+    /// The lowest memory `some` among the readings [`PSI_UPDATE`] or more after it. Not the ones
+    /// before: the kernel's first update after settling covers up to that much of the time
+    /// before it, when the counts being retired may still have stalled.
+    low: Option<f64>,
+}
+
+impl SteadyLow {
+    fn take(&mut self, at: Duration, some: f64) {
+        let first = *self.first.get_or_insert(at);
+        if at >= first + PSI_UPDATE {
+            self.low = Some(self.low.map_or(some, |low| low.min(some)));
+        }
+    }
+
+    /// `some` is strictly above the lowest reading: avg10 rose since, and an unchanged figure
+    /// (which may straddle no update) does not count.
+    fn rose_to(&self, some: f64) -> bool {
+        self.low.is_some_and(|low| some > low)
+    }
+}
 
 /// The latest PSI reading, and the busy clock and host time it came at.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,6 +311,8 @@ pub struct Tcc {
     cycle_start: Duration,
     /// Host time the steady state began (PSI readings count from [`PSI_SETTLE`] after it).
     steady_at: Duration,
+    /// What a steady state's memory `some` readings must rise above (`psi` on).
+    steady_low: SteadyLow,
     rng: u64,
     /// Coordination with other instances on the bottleneck ([`Policy::coordinate`]).
     turns: Turns,
@@ -358,6 +388,7 @@ impl Tcc {
             steady_timeout: params.steady_max,
             cycle_start: Duration::ZERO,
             steady_at: Duration::ZERO,
+            steady_low: SteadyLow::default(),
             rng: params.seed,
             turns: Turns::default(),
             share: Share::default(),
@@ -453,6 +484,9 @@ impl Tcc {
                 self.psi_base = Some(reading);
             }
             self.reading = Some(reading);
+            if self.phase == Phase::Steady {
+                self.track_steady_low();
+            }
         }
         if sampled || advanced {
             self.step(at);
@@ -774,16 +808,29 @@ impl Tcc {
             || own_share_above(b.io_full, n.io_full, span, limit, held)
     }
 
-    /// PSI says the steady count now makes memory stall (spec §6 item 3, in Steady), once
-    /// [`PSI_SETTLE`] has passed since the steady state began.
+    /// PSI says the steady count now makes memory stall (spec §6 item 3, in Steady): the latest
+    /// reading after settling has memory `some` above `psi_some`, and it rose above the lowest
+    /// one of the steady state ([`SteadyLow`]) or [`PSI_SETTLE`] has passed since the steady
+    /// state began. avg10 moves toward the stall share of the time between readings (x₁ = x₀·d +
+    /// share·(1 − d)), so a figure that rose did so toward a share above it: stalls of the
+    /// steady count, not the carry of the counts before, which only decays. A figure that held
+    /// or fell may be carry, and waits for [`PSI_SETTLE`].
     fn steady_stalls(&self) -> bool {
+        let Some(some) = self.fresh_reading().map(|p| p.memory_some) else {
+            return false;
+        };
         let settled = self
             .reading
             .is_some_and(|r| r.at >= self.steady_at + PSI_SETTLE);
-        settled
-            && self
-                .fresh_reading()
-                .is_some_and(|p| p.memory_some > self.params.psi_some)
+        some > self.params.psi_some && (settled || self.steady_low.rose_to(some))
+    }
+
+    /// Takes the latest reading into [`SteadyLow`], when it is one the steady rule may use
+    /// (after settling).
+    fn track_steady_low(&mut self) {
+        if let (Some(p), Some(r)) = (self.fresh_reading(), self.reading) {
+            self.steady_low.take(r.at, p.memory_some);
+        }
     }
 
     /// Saturation and settling after the load or the target changed.
@@ -1441,6 +1488,7 @@ impl Tcc {
         self.strikes = 0;
         self.slow = false;
         self.steady_at = at;
+        self.steady_low = SteadyLow::default();
         let prev = self.target;
         self.go(at, Phase::Steady, n, prev, reason, forced);
         self.steady_count = Some(self.target);
