@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use harness::{paper, settle, sparse, Pool};
+use harness::{call_checked, paper, settle, sparse, Pool};
 use proptest::prelude::*;
 use tact_core::tune::{Load, Phase, Policy, Pressure, Reason, Tcc, Transition, TuneParams};
 
@@ -720,6 +720,8 @@ struct Shared {
     util: Option<fn(usize) -> f64>,
     next_hint: Duration,
     trace: Vec<Transition>,
+    /// The instance's own completions so far.
+    completions: u64,
 }
 
 impl Shared {
@@ -741,6 +743,7 @@ impl Shared {
             util: None,
             next_hint: TENTH,
             trace: Vec::new(),
+            completions: 0,
         }
     }
 
@@ -751,6 +754,7 @@ impl Shared {
         let own = all * self.in_flight as f64 / n as f64;
         self.now += Duration::from_secs_f64(1.0 / own);
         let now = self.now;
+        self.completions += 1;
         if self.peers > 0 {
             self.carry += (all - own) / own;
             let others = self.carry.floor();
@@ -925,6 +929,150 @@ fn at_or_above_its_fair_share_the_hint_s_remove_rule_yields_to_the_others() {
     assert!(!undone(&cycle[..cycle.len() - 1]), "{cycle:?}");
 }
 
+/// An instance alone on [`knee`] without the hint (coordinated with `coordinate`, told k = 1),
+/// run to its first steady state; then, as it enters it, `peers` workers of another instance
+/// join the bottleneck (so the reference window of change detection counts them: their share
+/// does not read as a shift), the host tells `instances` (coordinated), and the instance runs
+/// on for 30 busy seconds (its steady timeout is at least 60). Its trace from the join on, its
+/// count at the join, when a transition came its own completions from the join to the first,
+/// and the completions that settling and one change-detection window take (max(n, b) and n*
+/// batches of b).
+fn beside_a_newcomer(
+    coordinate: bool,
+    instances: usize,
+    peers: usize,
+) -> (Vec<Transition>, usize, Option<u64>, u64) {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    let mut pool = Shared::new(params, coordinate, knee);
+    if coordinate {
+        pool.tcc.set_instances(1);
+    }
+    pool.run_until(|p| p.steady_entries() >= 1);
+    let (from, count, done) = (pool.trace.len(), pool.tcc.target(), pool.completions);
+    let status = pool.tcc.status();
+    let b = status.batch_size as u64;
+    let window = (count as u64).max(b) + u64::from(pool.tcc.params().n_star) * b;
+    pool.peers = peers;
+    if coordinate {
+        pool.tcc.set_instances(instances);
+    }
+    let until = pool.tcc.busy() + Duration::from_secs(30);
+    let mut first = None;
+    while pool.tcc.busy() < until {
+        pool.step();
+        if first.is_none() && pool.trace.len() > from {
+            first = Some(pool.completions - done);
+        }
+    }
+    (pool.trace[from..].to_vec(), count, first, window)
+}
+
+#[test]
+fn a_steady_instance_above_its_new_fair_share_after_a_join_starts_a_cycle_at_once() {
+    // Alone on the knee, without the hint, the instance holds 10 workers. 4 workers of a
+    // newcomer join (k = 2): it holds 71% of the key's completions, long by more than a
+    // worker. At the first change-detection window that counts the newcomer (the one under
+    // way at the join, here the reference, is left out) a cycle starts from its base cut: a
+    // `Shift`, not hinted,
+    // whose removals, judged by the bottleneck's throughput, give back what the knee does
+    // not need. Before the rule it held 10 until its timeout (the crowding rule needs the
+    // hint's reports).
+    let (trace, count, first, window) = beside_a_newcomer(true, 2, 4);
+    assert_eq!(count, 10);
+    let start = &trace[0];
+    assert_eq!(
+        (start.from, start.to, start.reason, start.hinted),
+        (Phase::Steady, Phase::Base, Reason::Shift, false),
+        "{trace:?}"
+    );
+    assert!(start.target_to < 10, "{trace:?}");
+    let first = first.expect("a transition");
+    assert!(window < first && first <= 2 * window, "{first} / {window}");
+    // Nothing else starts it: the reference window counted the newcomer, so change detection
+    // sees no shift (told k = 1, the same run holds 10: the next test).
+    let back = trace
+        .iter()
+        .find(|t| t.to == Phase::Steady)
+        .expect("back in Steady");
+    assert!((4..10).contains(&back.target_to), "{trace:?}");
+}
+
+#[test]
+fn a_join_that_leaves_the_steady_count_fair_or_no_join_starts_nothing() {
+    // Beside 10 of the newcomer's workers the instance holds half the completions: not long,
+    // so nothing starts. Beside 4 without being told of the newcomer (k = 1: no fair share to
+    // be above), or uncoordinated, nothing starts either.
+    for (coordinate, k, peers) in [(true, 2, 10), (true, 1, 4), (false, 2, 4)] {
+        let (trace, count, _, _) = beside_a_newcomer(coordinate, k, peers);
+        assert_eq!(count, 10);
+        assert!(trace.is_empty(), "{coordinate} {k} {peers}: {trace:?}");
+    }
+}
+
+#[test]
+fn a_steady_count_is_judged_once_per_join() {
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    let mut pool = Shared::new(params, true, knee);
+    pool.tcc.set_instances(1);
+    pool.run_until(|p| p.steady_entries() >= 1);
+    let from = pool.trace.len();
+    let run_for = |pool: &mut Shared, secs: u64| {
+        let until = pool.tcc.busy() + Duration::from_secs(secs);
+        pool.run_until(|p| p.tcc.busy() >= until || p.trace.len() > from);
+    };
+    // Fair at the join (10 beside 10): judged, not long.
+    pool.peers = 10;
+    pool.tcc.set_instances(2);
+    run_for(&mut pool, 10);
+    // The newcomer shrinks to 8 with k unchanged: long now (56%, 53% after one removal), but
+    // the join was judged already. The instance's own throughput moves 11%, inside change
+    // detection's band.
+    pool.peers = 8;
+    run_for(&mut pool, 10);
+    assert_eq!(pool.trace.len(), from, "{:?}", &pool.trace[from..]);
+    // A third instance joins: the count is judged against 1/3, and it is long.
+    pool.tcc.set_instances(3);
+    run_for(&mut pool, 5);
+    let start = pool.trace.get(from).expect("a cycle starts");
+    assert_eq!(
+        (start.from, start.reason, start.hinted),
+        (Phase::Steady, Reason::Shift, false)
+    );
+}
+
+#[test]
+fn a_holder_s_cycle_ended_by_a_join_judges_its_count_at_its_first_window() {
+    // A cycle under way when the newcomer joins ends in Steady (`Joined`) at a count judged
+    // alone: that steady state's first window, which counts the newcomer, judges it.
+    let params = TuneParams {
+        n_init: 2,
+        n_max: 64,
+        ..TuneParams::default()
+    };
+    let mut pool = Shared::new(params, true, knee);
+    pool.tcc.set_instances(1);
+    pool.run_until(|p| p.tcc.phase() == Phase::Remove && p.tcc.status().samples > 0);
+    let from = pool.trace.len();
+    pool.peers = 4;
+    pool.tcc.set_instances(2);
+    pool.run_until(|p| p.trace.len() >= from + 2);
+    let (ended, start) = (&pool.trace[from], &pool.trace[from + 1]);
+    assert_eq!((ended.to, ended.reason), (Phase::Steady, Reason::Joined));
+    assert!(ended.target_to >= 7, "{ended:?}");
+    assert_eq!(
+        (start.from, start.to, start.reason, start.hinted),
+        (Phase::Steady, Phase::Base, Reason::Shift, false)
+    );
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Op {
     /// A completion `ms` after the previous event, with this many tasks in flight.
@@ -1025,6 +1173,39 @@ proptest! {
             }
             if tcc.phase() != Phase::Steady {
                 prop_assert!(tcc.wants_turn());
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Over any events, the others' completions and joins among them (the join rule's cycles
+    /// included): the count stays within [n_min, n_max] and every answer names it.
+    #[test]
+    fn joins_keep_the_count_within_bounds(
+        ops in prop::collection::vec((op(), 0u32..20), 1..600),
+        seed in any::<u64>(),
+    ) {
+        let params = sparse(2, 6, Duration::from_secs(2), seed);
+        let mut tcc = Tcc::new(params).unwrap();
+        tcc.coordinate();
+        let mut now = Duration::ZERO;
+        call_checked(&mut tcc, |t| t.on_start(now, Load::new(2, 1)));
+        for (op, peers) in ops {
+            match op {
+                Op::Complete { ms, in_flight } => {
+                    now += Duration::from_millis(ms);
+                    call_checked(&mut tcc, |t| t.on_peer_completions(now, peers));
+                    call_checked(&mut tcc, |t| t.on_complete(now, Load::new(in_flight, 1)));
+                }
+                Op::Tick { ms } => {
+                    now += Duration::from_millis(ms);
+                    call_checked(&mut tcc, |t| t.on_tick(now));
+                }
+                Op::Grant => call_checked(&mut tcc, |t| t.grant_turn(now)),
+                Op::Instances { k } => tcc.set_instances(k),
             }
         }
     }

@@ -62,7 +62,8 @@ impl Util {
     }
 }
 
-/// What the hint's crowding rule judges a coordinated steady state by (see [`Tcc::crowded`]):
+/// What the hint's crowding rule and the join rule judge a coordinated steady state by (see
+/// [`Tcc::crowded`], [`Tcc::outgrown`]):
 /// the bottleneck's utilization and the instance's share of the key's completions over its
 /// change-detection windows since the later of the steady state's start and the last change
 /// in the number of instances.
@@ -523,7 +524,8 @@ impl Tcc {
     /// throughput its tests compare is the bottleneck's, and a step that only takes share from
     /// them gains nothing. Outside the turn they are no samples: the steady state watches the
     /// instance's own throughput, and other instances explore then; with others on the key
-    /// (k ≥ 2) Steady counts them for the share its crowding rule judges ([`Tcc::crowded`]).
+    /// (k ≥ 2) Steady counts them for the share its crowding and join rules judge
+    /// ([`Tcc::crowded`], [`Tcc::outgrown`]).
     fn handle_peers(&mut self, now: Duration, count: u32) {
         // A join ends the cycle at any event, a peer's completion included (often the
         // newcomer's first).
@@ -725,6 +727,26 @@ impl Tcc {
             && c.util.mean().is_some_and(|u| u > self.params.util)
             && self.turns.long(self.target, c.share)
             && !matches!(self.shed_from, Some((n, seen)) if n <= self.target && others < seen + 0.5)
+    }
+
+    /// The join rule (coordinated, without the hint; `docs/tune.md` "A newcomer beside a
+    /// steady instance"): the number of instances rose since the last cycle began, so the
+    /// steady count was judged against a larger fair share than it now has. At the first
+    /// change-detection window that counts the newcomer's completions (the window under way
+    /// at the change is left out, as the crowding rule leaves it out), the count is judged
+    /// once: if giving one of its workers back would still leave the instance above its new
+    /// fair share ([`Turns::long`]), a cycle starts from its base cut (a `Shift`, waiting for
+    /// the turn as every start does), judged beside the newcomer. Not long then, nothing more
+    /// happens until the next join. Nothing else would make it give back: its own throughput,
+    /// which change detection watches, holds while the newcomer sits below its share, and its
+    /// timeout may be minutes away. With the hint's reports the crowding rule judges instead
+    /// (it also needs the bottleneck above `util`).
+    fn outgrown(&mut self) -> bool {
+        if self.crowd.windows == 0 || !self.turns.take_rejudge() {
+            return false;
+        }
+        let c = &self.crowd;
+        c.util.mean().is_none() && self.turns.long(self.target, c.share)
     }
 
     /// The hint's steady rule: the reference window left the bottleneck well short of
@@ -1384,10 +1406,16 @@ impl Tcc {
         let reports = self.window_reports();
         let u = Self::window_util(&reports);
         self.count_crowd(reports);
+        let outgrown = self.outgrown();
         match self.steady_ref {
             None => {
                 self.steady_ref = Some(s);
                 self.steady_util = u;
+                // A steady state that began at or just before a join: its first window may be
+                // the first to count the newcomer.
+                if outgrown && self.request(at, Start::new(Reason::Shift)) {
+                    return;
+                }
             }
             Some(r) => {
                 let ratio = s.throughput() / r.throughput();
@@ -1406,6 +1434,9 @@ impl Tcc {
                     // Above its fair share of a bottleneck above its target: judge the count
                     // again beside the others.
                     Some(Start::crowded())
+                } else if outgrown {
+                    // A newcomer's fair share came out of a count judged without it.
+                    Some(Start::new(Reason::Shift))
                 } else {
                     None
                 };
@@ -1462,6 +1493,7 @@ impl Tcc {
 
     /// A new cycle whose Base state measures `base`.
     fn new_cycle(&mut self, at: Duration, base: usize, reason: Reason) {
+        self.turns.cycle_begins();
         self.cycle += 1;
         self.cycle_start = self.busy;
         self.slow = false;
@@ -1685,6 +1717,7 @@ impl Policy for Tcc {
         let before = self.target;
         let at = self.last_at.map_or(now, |last| now.max(last));
         if self.turns.grant_first() {
+            self.turns.cycle_begins();
             // Cycle 0 measures from here: samples taken while waiting ran beside another
             // instance's exploration, and the cycle's length (which sets the next steady
             // timeout) starts now.

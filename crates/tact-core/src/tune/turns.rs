@@ -127,6 +127,9 @@ pub(super) struct Turns {
     due: Option<Start>,
     /// More instances came while the turn was held: the cycle ends at the next event.
     joined: bool,
+    /// More instances came since the last cycle began: the steady state judges its count
+    /// against the new fair share once ([`Turns::take_rejudge`]).
+    rejudge: bool,
 }
 
 impl Turns {
@@ -146,14 +149,33 @@ impl Turns {
     /// to end ([`Turns::take_joined`]). Fewer end nothing: nobody waits for the turn, and
     /// the completions that leave T can at worst make the step under way look worse, which
     /// errs towards fewer workers.
+    ///
+    /// More, coordinated, also changes every instance's fair share, whatever the phase: the
+    /// steady count this instance holds (or will hold, when a held cycle ends at the join) was
+    /// judged against the old one, so its steady state judges it once more
+    /// ([`Turns::take_rejudge`]), unless a cycle begins first and judges it with the new k.
     pub fn set_instances(&mut self, k: usize, holding: bool) {
-        self.joined |= self.on && holding && k.max(1) > self.instances.max(1);
+        let more = self.on && k.max(1) > self.instances.max(1);
+        self.joined |= more && holding;
+        self.rejudge |= more;
         self.instances = k;
     }
 
     /// Whether an instance joined while the turn was held, since the last call.
     pub fn take_joined(&mut self) -> bool {
         std::mem::take(&mut self.joined)
+    }
+
+    /// Whether an instance joined since the last cycle began (and since the last call): once
+    /// per join, the steady state's count is judged against the new fair share.
+    pub fn take_rejudge(&mut self) -> bool {
+        std::mem::take(&mut self.rejudge)
+    }
+
+    /// A cycle begins: it judges its counts with the k in force, so no steady count waits to
+    /// be judged against it.
+    pub fn cycle_begins(&mut self) {
+        self.rejudge = false;
     }
 
     /// The fair-share rule applies to a configuration of `n` workers with `share`: coordinated,
