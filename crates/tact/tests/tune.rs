@@ -8,24 +8,10 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use common::tune_output as tune;
 use common::*;
 use nix::sys::signal::Signal;
 use serde_json::Value;
-
-/// Runs tact with `args` in `dir` (its runtime directory too).
-fn tune(dir: &Path, args: &[&str]) -> Output {
-    tact()
-        .env("TACT_RUNTIME_DIR", dir)
-        .current_dir(dir)
-        .arg("tune")
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// A Makefile of `n` independent targets; each recipe appends `S` to `log` when it starts and
 /// `E` when it ends (single small appends, so the file holds the real order of events), sleeps

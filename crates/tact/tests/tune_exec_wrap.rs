@@ -36,10 +36,6 @@ fn tune(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// The run's `end` record, and checks that tact left nothing in its TMPDIR.
 fn end_of_run(dir: &Path) -> serde_json::Value {
     let left: Vec<_> = fs::read_dir(dir.join("tmp")).unwrap().collect();

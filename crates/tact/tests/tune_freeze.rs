@@ -89,10 +89,6 @@ fn spawned_stderr(dir: &Path) -> String {
     fs::read_to_string(dir.join("tact.err")).unwrap()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn write_pool(dir: &Path) {
     fs::write(dir.join("pool.py"), PY_POOL).unwrap();
     fs::write(dir.join("pool.sh"), SH_POOL).unwrap();

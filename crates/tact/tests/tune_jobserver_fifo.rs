@@ -69,10 +69,6 @@ fn tune(dir: &Path, args: &[&str]) -> Output {
     tune_cmd(dir, args).output().unwrap()
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// What tact left in its TMPDIR (nothing, once it exited).
 fn left_in_tmp(dir: &Path) -> Vec<String> {
     fs::read_dir(dir.join("tmp"))

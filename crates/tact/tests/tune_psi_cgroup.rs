@@ -8,22 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::tune_output as tune;
 use common::*;
-
-/// Runs `tact tune ARGS` in `dir` (its runtime directory too).
-fn tune(dir: &Path, args: &[&str]) -> Output {
-    tact()
-        .env("TACT_RUNTIME_DIR", dir)
-        .current_dir(dir)
-        .arg("tune")
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Pressure files in a cgroup v2 directory's form, with memory and io stalls at 50%.
 fn fixture(dir: &Path) {

@@ -6,7 +6,7 @@ pub mod started;
 pub mod veth;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tact_linux::ProcReader;
@@ -27,6 +27,22 @@ pub fn tact() -> Command {
     // Keep tests' calibrated targets and crash records out of the user's directories.
     c.env_remove("TACT_LOG");
     c
+}
+
+/// `tact tune ARGS` run to its end in `dir`, which is its runtime directory too.
+pub fn tune_output(dir: &Path, args: &[&str]) -> Output {
+    tact()
+        .env("TACT_RUNTIME_DIR", dir)
+        .current_dir(dir)
+        .arg("tune")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// What a finished tact wrote on stderr.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Polls `cond` every 20 ms until it holds or `limit` passes; returns the time it took.
