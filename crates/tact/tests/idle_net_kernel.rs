@@ -12,13 +12,18 @@
 
 mod common;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::*;
 use nix::sys::signal::Signal;
 use tact_linux::actuate::htb::{self, Tc};
+use tact_linux::probe::htb_class::TcClasses;
 
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -85,6 +90,23 @@ impl Rig {
         (bytes(htb::FG_CLASS), bytes(htb::BG_CLASS))
     }
 
+    /// A reader of the link's classes over rtnetlink: a dump takes microseconds where `tc` takes
+    /// a process or two, which a loaded machine delays by tens of milliseconds, so a [`Sample`]
+    /// knows when it was read. The socket is made in `outer` by a thread that enters it and
+    /// ends (a socket stays in the namespace it was made in).
+    fn class_reader(&self) -> TcClasses {
+        let (ns, link) = (format!("/run/netns/{}", self.outer), self.link.clone());
+        std::thread::spawn(move || {
+            let file = std::fs::File::open(&ns).unwrap();
+            // SAFETY: `file` is an open namespace file; only this thread, which ends here, enters.
+            let entered = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(entered, 0, "{ns}: {}", std::io::Error::last_os_error());
+            TcClasses::new(&link).unwrap()
+        })
+        .join()
+        .unwrap()
+    }
+
     fn root_qdisc(&self) -> String {
         let out = self.outer(&["tc", "qdisc", "show", "dev", &self.link]);
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -94,12 +116,12 @@ impl Rig {
         String::from_utf8_lossy(&self.outer(&["nft", "list", "tables"]).stdout).into_owned()
     }
 
-    /// UDP datagrams of 1400 bytes to the sink every millisecond for `secs`, from `outer`, with
-    /// nothing to do with tact: the foreground.
+    /// UDP datagrams of 1400 bytes to the sink, one for every millisecond of `secs`, from
+    /// `outer`, with nothing to do with tact: the foreground ([`steady_sender`]).
     fn foreground(&self, secs: f64) -> Child {
         Command::new("ip")
             .args(["netns", "exec", &self.outer, "python3", "-c"])
-            .arg(sender(&self.sink(), secs))
+            .arg(steady_sender(&self.sink(), secs))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -125,6 +147,26 @@ fn sender(sink: &str, secs: f64) -> String {
          while time.monotonic() < end:\n\
          \x20   try: s.sendto(b'x' * 1400, ('{sink}', 9))\n\
          \x20   except OSError: pass\n\
+         \x20   time.sleep(0.001)\n"
+    )
+}
+
+/// A python program that sends 1400-byte datagrams to `sink` port 9 for `secs`, as many as
+/// milliseconds have passed: a sender run late sends what it owes at once. A loaded machine runs
+/// a [`sender`] every few milliseconds, which slows it below the θ (4 KiB a 5 ms probe) at which
+/// the gate sees a foreground, and the gate rightly releases the job while it still sends;
+/// this one the gate sees unless it is not run at all for most of a PI.
+fn steady_sender(sink: &str, secs: f64) -> String {
+    format!(
+        "import socket, time\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         start = time.monotonic()\n\
+         sent = 0\n\
+         while time.monotonic() < start + {secs}:\n\
+         \x20   while sent < (time.monotonic() - start) * 1000:\n\
+         \x20       try: s.sendto(b'x' * 1400, ('{sink}', 9))\n\
+         \x20       except OSError: pass\n\
+         \x20       sent += 1\n\
          \x20   time.sleep(0.001)\n"
     )
 }
@@ -265,34 +307,200 @@ fn flood(sink: &str, until: &Path) -> String {
     )
 }
 
+/// The classes' byte counters as one rtnetlink dump read them, at a moment between `from` and
+/// `to`.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    from: Instant,
+    to: Instant,
+    fg: u64,
+    bg: u64,
+}
+
+fn sample(reader: &mut TcClasses) -> Sample {
+    let from = Instant::now();
+    let stats = reader.dump().unwrap();
+    let to = Instant::now();
+    let bytes = |id| {
+        let class = stats.iter().find(|c| c.classid == id);
+        class
+            .unwrap_or_else(|| panic!("no class {id} in the dump: {stats:?}"))
+            .bytes
+    };
+    Sample {
+        from,
+        to,
+        fg: bytes(htb::FG_CLASS),
+        bg: bytes(htb::BG_CLASS),
+    }
+}
+
+/// How often a burst's classes are sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(5);
+/// The longest the foreground's datagrams may have been apart, as far as the samples tell (from
+/// the start of one interval the class grew in to the end of the next one it grew in), for the
+/// gate to be certain to hold the job: it releases it a PI (50 ms) after the last probe that saw
+/// θ (4 KiB) or more, which can come a probe interval (5 ms) before the last datagram; 30 ms
+/// also leaves room for a clump of the sender's split across two probes.
+const LONGEST_GAP: Duration = Duration::from_millis(30);
+/// A foreground datagram on the wire (1400 bytes, UDP, IP and Ethernet headers): the class
+/// growing by less carried a stray frame (ARP, neighbour discovery), not the foreground.
+const DATAGRAM: u64 = 1442;
+/// How long the foreground must have flowed before the job's class is judged: the gate holds the
+/// job within a few probes (5 ms each) of the burst's first bytes, later on a loaded machine,
+/// and the tree then sends the backlog the job queued before, beside the foreground: up to the
+/// class's queue, 1000 frames (txqueuelen) of a job in a namespace of its own, whose datagrams
+/// no socket buffer holds back, 130 ms at 100 Mbit/s.
+const SETTLE: Duration = Duration::from_millis(200);
+/// The judged time a burst must give; one whose sender was starved too long to give it is run
+/// again, [`TRIES`] times in all.
+const ENOUGH: Duration = Duration::from_millis(100);
+const TRIES: u32 = 5;
+/// A burst's length: [`SETTLE`], then as long again and more to judge.
+const BURST_SECS: f64 = 0.5;
+
+/// The job's class over the sampling intervals in which the foreground certainly kept the gate
+/// holding the job: those it flowed before and after with no gap over [`LONGEST_GAP`], for
+/// [`SETTLE`] or more before.
+#[derive(Debug, Default, PartialEq)]
+struct Judged {
+    bytes: u64,
+    /// The intervals' time, each counted from the end of the read that opened it to the start of
+    /// the one that closed it (the least it can have been: the rate the most).
+    time: Duration,
+    /// Their indices (interval `k` from sample `k` to the next).
+    intervals: Vec<usize>,
+}
+
+impl Judged {
+    /// The job's class's bytes per second.
+    fn rate(&self) -> f64 {
+        self.bytes as f64 / self.time.as_secs_f64()
+    }
+}
+
+/// Judges `samples` (taken in order) as [`Judged`] says: a window that straddles the end of the
+/// flow, or a gap in it (a starved sender), in which the gate rightly releases the job, and the
+/// [`SETTLE`] after each start of the flow are left out.
+fn judge(samples: &[Sample]) -> Judged {
+    let grew: Vec<usize> = (0..samples.len().saturating_sub(1))
+        .filter(|&k| samples[k + 1].fg >= samples[k].fg + DATAGRAM)
+        .collect();
+    let mut judged = Judged::default();
+    // The latest the flow can have begun: the end of its first interval.
+    let mut since = None;
+    for pair in grew.windows(2) {
+        let (k0, k1) = (pair[0], pair[1]);
+        if samples[k1 + 1].to - samples[k0].from > LONGEST_GAP {
+            since = None;
+            continue;
+        }
+        let began = *since.get_or_insert(samples[k0 + 1].to);
+        // k0 up to k1, which begins before the datagrams that come in it: the flow went on.
+        for k in (k0..k1).filter(|&k| samples[k].from >= began + SETTLE) {
+            judged.bytes += samples[k + 1].bg - samples[k].bg;
+            judged.time += samples[k + 1].from - samples[k].to;
+            judged.intervals.push(k);
+        }
+    }
+    judged
+}
+
+/// `samples` as lines `MS fg+BYTES bg+BYTES`, one an interval from the first sample's time, with
+/// `*` at the judged ones: what a failed burst shows.
+fn timeline(samples: &[Sample], judged: &Judged) -> String {
+    samples
+        .windows(2)
+        .enumerate()
+        .map(|(k, w)| {
+            format!(
+                "{:7.1} ms fg+{} bg+{}{}\n",
+                (w[0].to - samples[0].to).as_secs_f64() * 1e3,
+                w[1].fg - w[0].fg,
+                w[1].bg - w[0].bg,
+                if judged.intervals.contains(&k) {
+                    " *"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect()
+}
+
 /// The job's class while a foreground burst flows and in the second after it ends.
 struct Burst {
-    /// The job's class's bytes per second from 0.1 s into the burst to its end.
-    during: f64,
+    /// The job's class while the foreground flowed.
+    during: Judged,
     /// The bytes the job's class sent in the second after the burst ended.
     after: u64,
     /// The bytes the foreground class sent in the burst.
     fg: u64,
+    samples: Vec<Sample>,
 }
 
-/// Runs an unrelated sender for `secs` and measures the job's class around it.
+/// Runs an unrelated sender for `secs`, sampling the classes until it exits, and measures the
+/// job's class around it.
 fn burst(rig: &Rig, secs: f64) -> Burst {
-    let (fg0, _) = rig.classes();
+    let mut reader = rig.class_reader();
+    let first = sample(&mut reader);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sampling(reader, first, stop.clone());
     let mut foreground = rig.foreground(secs);
-    wait_for(PATIENCE, "the foreground to flow", || {
-        rig.classes().0 > fg0 + 8 * 1400
-    });
-    // The gate holds the job within a probe or two (5 ms each) of the burst's first bytes.
-    std::thread::sleep(Duration::from_millis(100));
-    let (bg_from, from) = (rig.classes().1, Instant::now());
     foreground.wait().unwrap();
-    let ((fg_end, bg_end), end) = (rig.classes(), Instant::now());
+    stop.store(true, Ordering::Relaxed);
+    let (mut reader, samples) = sampler.join().unwrap();
+    let end = *samples.last().unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    let (_, bg_after) = rig.classes();
     Burst {
-        during: (bg_end - bg_from) as f64 / (end - from).as_secs_f64(),
-        after: bg_after - bg_end,
-        fg: fg_end - fg0,
+        during: judge(&samples),
+        after: sample(&mut reader).bg - end.bg,
+        fg: end.fg - first.fg,
+        samples,
+    }
+}
+
+/// Samples the classes every [`SAMPLE_EVERY`] after `first`, and once more when `stop` is set,
+/// in a thread of its own at real-time priority: a loaded machine runs the test's threads tens
+/// of milliseconds late, too late to tell a gap in the foreground from a late read. (Refused
+/// it, in a cgroup without real-time time, the thread samples as it can: intervals too long
+/// judge nothing, and the burst is run again.)
+fn sampling(
+    mut reader: TcClasses,
+    first: Sample,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<(TcClasses, Vec<Sample>)> {
+    std::thread::spawn(move || {
+        let fifo = libc::sched_param { sched_priority: 1 };
+        // SAFETY: sets this thread's (0: the caller's) policy from a valid parameter.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &fifo) };
+        let mut samples = vec![first];
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(SAMPLE_EVERY);
+            samples.push(sample(&mut reader));
+        }
+        samples.push(sample(&mut reader));
+        (reader, samples)
+    })
+}
+
+/// Burst `n`, run again while its sender was starved too long for [`ENOUGH`] judged time.
+fn judged_burst(rig: &Rig, n: u32) -> Burst {
+    let mut tries = 1;
+    loop {
+        let b = burst(rig, BURST_SECS);
+        let judged = b.during.time.as_millis();
+        if b.during.time >= ENOUGH {
+            return b;
+        }
+        assert!(
+            tries < TRIES,
+            "burst {n}: the foreground flowed without a gap for {judged} ms only, in each of \
+             {TRIES} tries; the last one's samples:\n{}",
+            timeline(&b.samples, &b.during)
+        );
+        eprintln!("burst {n}: the foreground flowed without a gap for {judged} ms only: again");
+        tries += 1;
     }
 }
 
@@ -322,12 +530,15 @@ fn the_jobs_class_carries_the_flood(rig: &Rig, when: &str) {
 /// at once.
 fn three_bursts_go_before_the_job(rig: &Rig) {
     for n in 1..=3 {
-        let b = burst(rig, 0.3);
+        let b = judged_burst(rig, n);
+        let during = b.during.rate();
         eprintln!(
-            "burst {n}: foreground class {} kB; the job's class {:.2} MB/s during it, {:.2} MB \
-             in the second after",
+            "burst {n}: foreground class {} kB; the job's class {:.2} MB/s while it flowed ({} ms \
+             judged, {} intervals), {:.2} MB in the second after",
             b.fg / 1000,
-            b.during / 1e6,
+            during / 1e6,
+            b.during.time.as_millis(),
+            b.during.intervals.len(),
             b.after as f64 / 1e6
         );
         assert!(
@@ -341,13 +552,49 @@ fn three_bursts_go_before_the_job(rig: &Rig) {
             b.after
         );
         assert!(
-            b.during < b.after as f64 / 4.0,
-            "burst {n}: the job's class sent {:.0} B/s while the foreground flowed, {} B in \
-             the second after",
-            b.during,
-            b.after
+            during < b.after as f64 / 4.0,
+            "burst {n}: the job's class sent {during:.0} B/s while the foreground flowed ({} B in \
+             {:?}), {} B in the second after; the samples:\n{}",
+            b.during.bytes,
+            b.during.time,
+            b.after,
+            timeline(&b.samples, &b.during)
         );
     }
+}
+
+/// A burst sampled every 10 ms (each read instant), the job's class sending 1000 bytes in every
+/// interval: the foreground flows from 0 to 700 ms but for a starved sender's gap from 300 to
+/// 360 ms (stray frames in it). Judged: the intervals from the end of each flow's first
+/// interval plus [`SETTLE`] to the last but one before its gap or end (210–290 ms, 570–690 ms);
+/// sampled every 25 ms (two intervals longer than [`LONGEST_GAP`]), nothing.
+#[test]
+fn a_burst_is_judged_where_the_foreground_flowed_without_a_gap() {
+    let t0 = Instant::now();
+    let samples = |every: u64| {
+        let (mut fg, mut bg) = (0, 0);
+        let mut samples = Vec::new();
+        for ms in (0..=800).step_by(every as usize) {
+            let at = t0 + Duration::from_millis(ms);
+            samples.push(Sample {
+                from: at,
+                to: at,
+                fg,
+                bg,
+            });
+            let flows = ms < 300 || (360..700).contains(&ms);
+            fg += if flows { every * DATAGRAM / 2 } else { 100 };
+            bg += 1000;
+        }
+        samples
+    };
+    let judged = Judged {
+        bytes: 20_000,
+        time: Duration::from_millis(200),
+        intervals: (21..=28).chain(57..=68).collect(),
+    };
+    assert_eq!(judge(&samples(10)), judged);
+    assert_eq!(judge(&samples(25)), Judged::default());
 }
 
 #[test]
