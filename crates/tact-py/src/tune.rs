@@ -13,8 +13,6 @@
 //! reading, which reads files under `/proc` or `/sys`.
 
 use std::ffi::CString;
-use std::mem::MaybeUninit;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -31,7 +29,7 @@ use tact_core::tune::{
 use tact_lib::tune::warm::{self, Keyed, WarmStore};
 use tact_lib::tune::{CoordinateMode, Turns};
 use tact_linux::probe::bottleneck::{self as probe, BottleneckSpec, FORMS};
-use tact_linux::probe::psi::{PsiReader, PSI_PERIOD};
+use tact_linux::probe::psi::{cgroup_v1_hint, PsiReader, PSI_PERIOD};
 
 use crate::settings;
 
@@ -485,42 +483,8 @@ fn psi_reader(py: Python<'_>, wanted: bool, cgroup: Option<PathBuf>) -> PyResult
 /// read, and for a directory in a cgroup v1 hierarchy (which has no pressure files) where the
 /// same processes' pressure is.
 fn unreadable_cgroup(dir: &Path, e: &tact_linux::Error) -> String {
-    let hint = if in_cgroup_v1(dir) {
-        format!(
-            "; {} is in a cgroup v1 hierarchy, which has no pressure files: on a hybrid machine \
-             the same processes' pressure is in the unified (cgroup2) hierarchy, e.g. \
-             /sys/fs/cgroup/unified/..., whose directories have memory.pressure even with no \
-             controllers enabled",
-            dir.display()
-        )
-    } else {
-        String::new()
-    };
+    let hint = cgroup_v1_hint(dir).map_or(String::new(), |h| format!("; {h}"));
     format!("psi_cgroup {}: reading PSI: {e}{hint}", dir.display())
-}
-
-/// Whether `dir`, or the nearest of its ancestors that exists, is in a cgroup v1 hierarchy: the
-/// check of `tact tune --psi-cgroup` (crates/tact's `tune::pressure`), repeated here because
-/// that is a binary crate's, and with libc's statfs because nix is no dependency of this crate.
-fn in_cgroup_v1(dir: &Path) -> bool {
-    dir.ancestors()
-        .find_map(fs_type)
-        .is_some_and(|t| t == libc::CGROUP_SUPER_MAGIC)
-}
-
-/// The file system type (statfs's f_type) of `path`; None when statfs fails.
-fn fs_type(path: &Path) -> Option<libc::c_long> {
-    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut fs = MaybeUninit::<libc::statfs>::uninit();
-    // SAFETY: `path` is NUL-terminated and outlives the call; statfs fills `fs` when it returns
-    // 0, and only then is `fs` read.
-    let fs = unsafe {
-        if libc::statfs(path.as_ptr(), fs.as_mut_ptr()) != 0 {
-            return None;
-        }
-        fs.assume_init()
-    };
-    Some(fs.f_type)
 }
 
 /// Says that PSI is off for this controller.

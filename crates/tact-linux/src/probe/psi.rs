@@ -8,6 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use nix::sys::statfs::{statfs, CGROUP_SUPER_MAGIC};
+
 use crate::error::{Error, Result};
 
 /// The resources PSI reports on.
@@ -110,6 +112,26 @@ impl PsiReader {
     fn path(&self, resource: &str) -> PathBuf {
         self.dir.join(format!("{resource}{}", self.suffix))
     }
+}
+
+/// Why a cgroup directory has no pressure files, when the reason is its hierarchy: `dir` (or the
+/// nearest of its ancestors that exists) is in a cgroup v1 hierarchy, which has none, and on a
+/// hybrid machine the same processes' pressure is in the unified one. None otherwise. For the
+/// errors of `tact tune --psi-cgroup` and Python's `psi_cgroup`.
+pub fn cgroup_v1_hint(dir: &Path) -> Option<String> {
+    let v1 = dir
+        .ancestors()
+        .find_map(|d| statfs(d).ok())
+        .is_some_and(|fs| fs.filesystem_type() == CGROUP_SUPER_MAGIC);
+    v1.then(|| {
+        format!(
+            "{} is in a cgroup v1 hierarchy, which has no pressure files: on a hybrid machine the \
+             same processes' pressure is in the unified (cgroup2) hierarchy, e.g. \
+             /sys/fs/cgroup/unified/..., whose directories have memory.pressure even with no \
+             controllers enabled",
+            dir.display()
+        )
+    })
 }
 
 /// The stall fraction between two readings: the largest over cpu, io and memory of

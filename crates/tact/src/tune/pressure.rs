@@ -7,10 +7,9 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
-use nix::sys::statfs::{statfs, CGROUP_SUPER_MAGIC};
 use tact_core::tune::Pressure;
-use tact_linux::probe::psi::PsiReader;
 pub use tact_linux::probe::psi::PSI_PERIOD;
+use tact_linux::probe::psi::{cgroup_v1_hint, PsiReader};
 
 /// Reads memory `some` and `full` and io `full`.
 pub struct PressureMeter {
@@ -32,17 +31,7 @@ impl PressureMeter {
     /// hierarchy has none; the error then says where the same processes' pressure is.
     pub fn cgroup(dir: &Path) -> Result<Self> {
         Self::open(PsiReader::cgroup(dir), format!("cgroup {}", dir.display())).map_err(|e| {
-            let hint = if in_cgroup_v1(dir) {
-                format!(
-                    "; {} is in a cgroup v1 hierarchy, which has no pressure files: on a hybrid \
-                     machine the same processes' pressure is in the unified (cgroup2) hierarchy, \
-                     e.g. /sys/fs/cgroup/unified/..., whose directories have memory.pressure \
-                     even with no controllers enabled",
-                    dir.display()
-                )
-            } else {
-                String::new()
-            };
+            let hint = cgroup_v1_hint(dir).map_or(String::new(), |h| format!("; {h}"));
             anyhow!("--psi-cgroup {}: {e:#}{hint}", dir.display())
         })
     }
@@ -68,13 +57,6 @@ impl PressureMeter {
     pub fn source(&self) -> &str {
         &self.source
     }
-}
-
-/// Whether `dir`, or the nearest of its ancestors that exists, is in a cgroup v1 hierarchy.
-fn in_cgroup_v1(dir: &Path) -> bool {
-    dir.ancestors()
-        .find_map(|d| statfs(d).ok())
-        .is_some_and(|fs| fs.filesystem_type() == CGROUP_SUPER_MAGIC)
 }
 
 #[cfg(test)]
