@@ -362,7 +362,10 @@ class MemoryCgroup:
             f.write(limit)
         self.limit_mib = limit_mib
         self.unified = None if v2 else unified_cgroup()
-        self.psi_path = self.path if v2 else self.unified
+
+    @property
+    def psi_path(self):
+        return self.path if self.v2 else self.unified
 
     def wrap(self, cmd):
         """`cmd`, entering the cgroup (and the unified one) before it execs, so that all its memory

@@ -722,10 +722,12 @@ def test_executor_with_psi_reads_the_machines_pressure():
     assert not tact.Controller("tcc", n_max=8).psi
 
 
-@pytest.mark.skipif(not HAS_PSI, reason="this kernel has no /proc/pressure")
-def test_semaphore_with_psi_reads_the_machines_pressure():
+def semaphore_status_once_it_read_psi(**params) -> dict:
+    """The status() of an AdaptiveSemaphore with psi=True (and `params`) once its ticker has read
+    PSI, running 8 short tasks at a time until then."""
+
     async def main() -> dict:
-        sem = tact.AdaptiveSemaphore(8, n_init=2, psi=True)
+        sem = tact.AdaptiveSemaphore(8, n_init=2, psi=True, **params)
 
         async def task() -> None:
             async with sem:
@@ -737,7 +739,12 @@ def test_semaphore_with_psi_reads_the_machines_pressure():
             await asyncio.gather(*(task() for _ in range(8)))
         return sem.status()
 
-    status = asyncio.run(main())
+    return asyncio.run(main())
+
+
+@pytest.mark.skipif(not HAS_PSI, reason="this kernel has no /proc/pressure")
+def test_semaphore_with_psi_reads_the_machines_pressure():
+    status = semaphore_status_once_it_read_psi()
     assert set(status["pressure"]) == {"memory_some", "memory_full", "io_full"}
 
 
@@ -879,20 +886,7 @@ def test_the_pools_pass_psi_cgroup_to_their_controller(tmp_path: Path):
     with pytest.raises(ValueError, match="psi_cgroup needs psi=True"):
         tact.AdaptiveExecutor(4, psi_cgroup=cg)
 
-    async def main() -> dict:
-        sem = tact.AdaptiveSemaphore(8, n_init=2, psi=True, psi_cgroup=str(cg))
-
-        async def task() -> None:
-            async with sem:
-                await asyncio.sleep(0.005)
-
-        deadline = time.monotonic() + TIMEOUT
-        while sem.status()["pressure"] is None:
-            assert time.monotonic() < deadline, sem.status()
-            await asyncio.gather(*(task() for _ in range(8)))
-        return sem.status()
-
-    status = asyncio.run(main())
+    status = semaphore_status_once_it_read_psi(psi_cgroup=str(cg))
     assert status["pressure"] == FIXTURE_PRESSURE
     assert status["psi_source"] == f"cgroup {cg}"
     (cg / "io.pressure").unlink()
