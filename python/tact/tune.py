@@ -316,8 +316,8 @@ class AdaptiveExecutor(Executor):
         tune`` runs (e.g. ``"db-5432"``): they take turns measuring, so that none mistakes the
         others' steps for its own (``docs/tune.md``, "Several instances on one bottleneck").
         ``coordinate_mode="turns"`` (default; one at a time) or ``"epoch"`` (with ``epoch``
-        seconds, 60 by default: cycles start together, for three or more). ``turns()`` counts
-        them.
+        seconds, 60 by default: cycles start together instead of queueing for turns;
+        ``docs/tune.md`` compares the two). ``turns()`` counts them.
     key: a name for the workload (e.g. ``"thumbnails"``), shared with ``tact tune --key`` and
         tact-lib's pools: a count TCC settled on under this key before becomes its warm start
         (its first cycle starts at that count's cut, without slow start; at most

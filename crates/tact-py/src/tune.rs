@@ -90,7 +90,8 @@ impl Engine {
 /// new cycle of measuring only when it has the turn, checked on every `on_tick` and `on_hint`.
 /// coordinate_mode: "turns" (one instance at a time, through a lock file; the default) or
 /// "epoch" (cycles start at multiples of `epoch` seconds, 60 by default, on the real-time
-/// clock; for three or more instances). `turns()` tells the turns taken.
+/// clock, without queueing for a turn; `docs/tune.md` compares the two). `turns()` tells the
+/// turns taken.
 ///
 /// key="NAME": warm start per workload key, shared with `tact tune --key` and tact-lib's pools
 /// (`docs/tune.md`, "Pools in Rust"): a count recorded under NAME becomes TCC's warm start

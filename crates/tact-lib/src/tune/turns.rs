@@ -15,7 +15,8 @@
 //! - **epoch**: no lock; the turn is granted at every boundary of a shared epoch, a multiple of
 //!   the period on `CLOCK_REALTIME` (the same for every process on the machine, whatever its
 //!   time namespace, and across machines whose clocks NTP keeps together). Waiting cycles then
-//!   start together, for three or more instances.
+//!   start together instead of queueing for turns; in tact-sim's model of 2–4 instances they
+//!   escalated more than with turns (`docs/tune.md`, "In the simulator").
 //!
 //! Hosts call [`Turns::check`] on their ticks, under the lock that orders their events.
 //!
@@ -54,10 +55,10 @@ const KEY_MAX: usize = 200;
 /// How instances that share a key take turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CoordinateMode {
-    /// One explorer at a time: an exclusive lock per key (two instances).
+    /// One explorer at a time: an exclusive lock per key.
     Turns,
     /// Every waiting instance starts its cycle at the next multiple of this period on the
-    /// machine's real-time clock (three or more instances).
+    /// machine's real-time clock: nobody queues for a turn.
     Epoch(Duration),
 }
 

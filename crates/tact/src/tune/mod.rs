@@ -63,9 +63,11 @@ const HINT_PERIOD: Duration = Duration::from_millis(100);
 /// (`tact_lib::tune::turns`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TurnMode {
-    /// one instance measures at a time (a lock per key): for two instances
+    /// one instance measures at a time (a lock per key): the better of the two with 2 to 4
+    /// instances in tact's simulator
     Turns,
-    /// rounds start at shared epochs (multiples of --epoch): for three or more
+    /// rounds start at shared epochs (multiples of --epoch): nobody queues for a turn, but each
+    /// instance measures the others' steps too
     Epoch,
 }
 
