@@ -16,14 +16,7 @@ pub fn stop(
     guard: &mut Option<Guard>,
     lease: Duration,
 ) -> Result<()> {
-    if guard.is_none() {
-        let exe =
-            std::env::current_exe().context("cannot find tact's own executable for its guard")?;
-        let mut started = Guard::start(&exe, &["__guard"])?;
-        started.renew(lease)?;
-        *guard = Some(started);
-    }
-    let guard = guard.as_mut().expect("started above");
+    let guard = start(guard, lease)?;
     let stopped = tree.stop_with(|t| {
         state.record(t)?;
         guard.watch(t)
@@ -33,6 +26,21 @@ pub fn stop(
         return Err(e.into());
     }
     Ok(())
+}
+
+/// Starts the guard with a lease of `lease` unless it is running; returns it. Starting it is a
+/// fork and exec of tact that reports back, tens of milliseconds and more on a loaded machine:
+/// a caller that must stop the tree at once starts it ahead (`IdleJob`), and [`stop`] only when
+/// it was not.
+pub fn start(guard: &mut Option<Guard>, lease: Duration) -> Result<&mut Guard> {
+    if guard.is_none() {
+        let exe =
+            std::env::current_exe().context("cannot find tact's own executable for its guard")?;
+        let mut started = Guard::start(&exe, &["__guard"])?;
+        started.renew(lease)?;
+        *guard = Some(started);
+    }
+    Ok(guard.as_mut().expect("started above"))
 }
 
 /// Clean exit: the guard leaves and the crash record goes.
