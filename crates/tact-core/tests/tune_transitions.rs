@@ -580,3 +580,45 @@ fn the_trace_is_bounded_and_counts_what_it_dropped() {
     assert!(trace.windows(2).all(|w| w[0].busy <= w[1].busy));
     assert_eq!(trace.last().unwrap().target_to, n);
 }
+
+/// The load changes while a removal step measures (X2's memory switch on the rig): from then on
+/// every count of `down` workers or more thrashes at a twentieth of its throughput. The removal
+/// is judged lost against the count's throughput before the change, so the count comes back,
+/// thrashing. The steady state's first window, a twentieth of what the cycle measured at that
+/// count, starts a new cycle from the base cut rather than becoming the reference change
+/// detection holds the count to (before, the steady state ran on to its 50 s timeout).
+#[test]
+fn a_count_restored_after_the_load_changed_starts_a_cycle_at_its_first_steady_window() {
+    let p = paper(8);
+    let mut plain = Pool::new(p.clone(), flat_after(10));
+    assert!(plain.run_until(MAX, |pool| pool.tcc.phase() == Remove));
+    let entered = plain.trace.last().unwrap();
+    let (switch, n, down) = (plain.completions, entered.target_from, entered.target_to);
+    let mut run = Pool::new(p.clone(), move |k, done| {
+        let rate = 100.0 * k.min(10) as f64;
+        if done >= switch && k >= down {
+            rate / 20.0
+        } else {
+            rate
+        }
+    });
+    assert!(run.run_until(MAX, |pool| pool.trace.iter().any(|t| t.from == Steady)));
+    let (entry, end) = run.first_steady();
+    assert_eq!(
+        (entry.from, entry.reason, entry.target_from, entry.target_to),
+        (Remove, Lost, down, n),
+        "{:?}",
+        run.moves()
+    );
+    assert_eq!(
+        (end.to, end.reason, end.target_to),
+        (Base, Shift, p.base_count(n)),
+        "{:?}",
+        run.moves()
+    );
+    assert!(
+        end.at - entry.at < Duration::from_secs(10),
+        "{:?} after the steady state began",
+        end.at - entry.at
+    );
+}

@@ -293,6 +293,9 @@ pub struct Tcc {
 
     // Steady state.
     steady_ref: Option<Summary>,
+    /// The cycle's best throughput, which the steady state's count was judged against, until
+    /// the steady state's first window is compared with it.
+    steady_expect: Option<f64>,
     /// The bottleneck's mean utilization over the reference window, when reported.
     steady_util: Option<f64>,
     /// The utilization reports up to the end of the last change-detection window.
@@ -379,6 +382,7 @@ impl Tcc {
             slow: params.slow_start && params.warm.is_none(),
             cmp: Comparison::new(),
             steady_ref: None,
+            steady_expect: None,
             steady_util: None,
             window_mark: Util::default(),
             climbed_from: None,
@@ -1391,6 +1395,21 @@ impl Tcc {
         }
     }
 
+    /// Whether the steady state's first window `s` ran a factor of `shift_hard` from the
+    /// cycle's best throughput, which its count was judged against: the load changed after the
+    /// count was measured, and the window must not become the reference change detection holds
+    /// it to. On the rig (X2), a
+    /// memory switch during a removal step had the removal judged lost against the count's
+    /// throughput before the switch: the count came back, thrashing at 5% of that throughput,
+    /// and that window became the reference, so nothing moved until the steady timeout.
+    fn changed_since_measured(&mut self, s: &Summary) -> bool {
+        let hard = self.params.shift_hard;
+        self.steady_expect.take().is_some_and(|e| {
+            let ratio = s.throughput() / e;
+            !(1.0 / hard..=hard).contains(&ratio)
+        })
+    }
+
     fn step_steady(&mut self, at: Duration) {
         if self.here() >= self.steady_timeout && self.request(at, Start::new(Reason::Timeout)) {
             return;
@@ -1413,7 +1432,9 @@ impl Tcc {
                 self.steady_util = u;
                 // A steady state that began at or just before a join: its first window may be
                 // the first to count the newcomer.
-                if outgrown && self.request(at, Start::new(Reason::Shift)) {
+                if (outgrown || self.changed_since_measured(&s))
+                    && self.request(at, Start::new(Reason::Shift))
+                {
                     return;
                 }
             }
@@ -1507,6 +1528,14 @@ impl Tcc {
     }
 
     fn go_steady(&mut self, at: Duration, n: usize, reason: Reason, forced: bool) {
+        // Every count a cycle settles on was judged within δ of its best (the best itself, a
+        // removal kept against it, or the count a lost removal or a declined step restores).
+        // Coordinated, the cycle judged the key's completions, the steady state its own.
+        self.steady_expect = self
+            .best
+            .filter(|_| !self.turns.on())
+            .map(|b| b.s.throughput())
+            .filter(|&e| e > 0.0);
         let len = (self.busy - self.cycle_start).as_secs_f64();
         let u = self.uniform();
         let p = &self.params;
