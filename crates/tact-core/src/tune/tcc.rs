@@ -293,9 +293,6 @@ pub struct Tcc {
 
     // Steady state.
     steady_ref: Option<Summary>,
-    /// The cycle's best throughput, which the steady state's count was judged against, until
-    /// the steady state's first window is compared with it.
-    steady_expect: Option<f64>,
     /// The bottleneck's mean utilization over the reference window, when reported.
     steady_util: Option<f64>,
     /// The utilization reports up to the end of the last change-detection window.
@@ -382,7 +379,6 @@ impl Tcc {
             slow: params.slow_start && params.warm.is_none(),
             cmp: Comparison::new(),
             steady_ref: None,
-            steady_expect: None,
             steady_util: None,
             window_mark: Util::default(),
             climbed_from: None,
@@ -1396,18 +1392,20 @@ impl Tcc {
     }
 
     /// Whether the steady state's first window `s` ran a factor of `shift_hard` from the
-    /// cycle's best throughput, which its count was judged against: the load changed after the
-    /// count was measured, and the window must not become the reference change detection holds
-    /// it to. On the rig (X2), a
-    /// memory switch during a removal step had the removal judged lost against the count's
-    /// throughput before the switch: the count came back, thrashing at 5% of that throughput,
-    /// and that window became the reference, so nothing moved until the steady timeout.
-    fn changed_since_measured(&mut self, s: &Summary) -> bool {
+    /// cycle's best throughput: the load changed after the count was measured, and the window
+    /// must not become the reference change detection holds it to. Every count a cycle settles
+    /// on was judged within δ of its best (the best itself, a removal kept against it, or the
+    /// count a lost removal or a declined step restores). On the rig (X2), a memory switch
+    /// during a removal step had the removal judged lost against the count's throughput before
+    /// the switch: the count came back, thrashing at 5% of that throughput, and that window
+    /// became the reference, so nothing moved until the steady timeout. Not coordinated: the
+    /// cycle then judged the key's completions, the steady state its own.
+    fn changed_since_measured(&self, s: &Summary) -> bool {
         let hard = self.params.shift_hard;
-        self.steady_expect.take().is_some_and(|e| {
-            let ratio = s.throughput() / e;
-            !(1.0 / hard..=hard).contains(&ratio)
-        })
+        self.best
+            .filter(|_| !self.turns.on())
+            .map(|b| b.s.throughput())
+            .is_some_and(|e| e > 0.0 && !(1.0 / hard..=hard).contains(&(s.throughput() / e)))
     }
 
     fn step_steady(&mut self, at: Duration) {
@@ -1528,14 +1526,6 @@ impl Tcc {
     }
 
     fn go_steady(&mut self, at: Duration, n: usize, reason: Reason, forced: bool) {
-        // Every count a cycle settles on was judged within δ of its best (the best itself, a
-        // removal kept against it, or the count a lost removal or a declined step restores).
-        // Coordinated, the cycle judged the key's completions, the steady state its own.
-        self.steady_expect = self
-            .best
-            .filter(|_| !self.turns.on())
-            .map(|b| b.s.throughput())
-            .filter(|&e| e > 0.0);
         let len = (self.busy - self.cycle_start).as_secs_f64();
         let u = self.uniform();
         let p = &self.params;
