@@ -641,21 +641,26 @@ fn sigterm_of_tact_removes_the_tree_the_table_and_the_cgroup() {
     let rig = Rig::new("b");
     let dir = tempfile::tempdir().unwrap();
     // `exec`: dash forks for a lone command, and tact passes SIGTERM to the job's root only.
-    let (mut tact, log) = start_tact(&rig, dir.path(), "exec sleep 600");
+    let (tact, log) = start_tact(&rig, dir.path(), "exec sleep 600");
     let cgroup = started(&rig, &tact.0, &log);
     // The job is in the cgroup the nftables rule names.
     let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
     assert!(!procs.trim().is_empty(), "the job's cgroup is empty");
+    terminated(&rig, tact, &cgroup);
+}
+
+/// SIGTERM to tact, which passes it on to the job (started with `exec`: dash forks for a lone
+/// command) and exits with its status, having removed what it set up.
+fn terminated(rig: &Rig, mut tact: Running, cgroup: &Path) {
     kill(tact.0.id() as i32, Signal::SIGTERM);
     let status = tact.0.wait().unwrap();
-    // tact passed SIGTERM on to the job and exits with its status.
     assert_eq!(
         status.code(),
         Some(128 + libc::SIGTERM),
         "{}",
         stderr_of(&mut tact.0)
     );
-    cleaned_up(&rig, tact.0.id(), &cgroup);
+    cleaned_up(rig, tact.0.id(), cgroup);
 }
 
 /// tact's guard (which resumes the job if tact dies) runs from the start, before any hold: until
@@ -671,7 +676,7 @@ fn the_guard_is_up_before_the_first_hold() {
     }
     let rig = Rig::new("k");
     let dir = tempfile::tempdir().unwrap();
-    let (mut tact, log) = start_tact(&rig, dir.path(), "exec sleep 600");
+    let (tact, log) = start_tact(&rig, dir.path(), "exec sleep 600");
     let cgroup = started(&rig, &tact.0, &log);
     let pid = tact.0.id() as i32;
     wait_for(PATIENCE, "tact's guard", || {
@@ -679,15 +684,7 @@ fn the_guard_is_up_before_the_first_hold() {
     });
     // Nothing flowed: the job was never held, so no hold started the guard.
     assert_eq!(records(&log, "held"), Vec::<serde_json::Value>::new());
-    kill(pid, Signal::SIGTERM);
-    let status = tact.0.wait().unwrap();
-    assert_eq!(
-        status.code(),
-        Some(128 + libc::SIGTERM),
-        "{}",
-        stderr_of(&mut tact.0)
-    );
-    cleaned_up(&rig, tact.0.id(), &cgroup);
+    terminated(&rig, tact, &cgroup);
 }
 
 #[test]
