@@ -49,3 +49,40 @@ fn no_fixed_pi_meets_90_70_on_the_20ms_disk_though_the_model_says_one_does() {
         }
     }
 }
+
+/// Not even a gate that knew when each burst begins (and held bg exactly the time its last
+/// request needs before it) meets 90 / 70 at i = 0.3 or 0.5, unless it lets bg's last request
+/// reach into the burst: the whole 20.45 ms services that fit between fg's last completion and
+/// the next burst are 2 of the 2.89 per cycle fg leaves idle at i = 0.3 (69%), and 1 of 1.89 at
+/// i = 0.5 (53%). One more would reach 2.3 and 4.3 ms into the burst, within the 9.5 and 9.1 ms
+/// of wait the burst absorbs without losing a request: so 90 / 70 needs bg's last request to
+/// end a few ms into a burst, never more than its slack, a schedule no gate can keep without
+/// knowing the burst's slack as well as its start.
+#[test]
+fn a_gate_that_kept_bg_off_every_burst_would_still_miss_70_percent() {
+    let rig = Rig {
+        tau: Duration::from_micros(20_450),
+        ..Rig::disk()
+    };
+    let r_max = claims::baseline(&rig, 1.0).fg_done as f64 / rig.cycles as f64;
+    for (i, bg, pct) in [(0.3, 2, 69), (0.5, 1, 53)] {
+        let o = claims::oracle(&rig, i);
+        // The bound's fg is the simulator's generator alone.
+        let alone = claims::baseline(&rig, i).fg_done as f64 / rig.cycles as f64;
+        assert!(
+            (alone - o.fg_requests as f64).abs() < 0.01,
+            "i = {i}: {alone} vs {o:?}"
+        );
+        assert!(
+            (r_max - alone - o.idle_requests).abs() < 0.01,
+            "i = {i}: {r_max} vs {o:?}"
+        );
+        assert_eq!(o.bg_requests, bg, "i = {i}: {o:?}");
+        assert_eq!((100.0 * o.bg_idle).round() as u32, pct, "i = {i}: {o:?}");
+        assert!(o.bg_idle < BG_TARGET, "i = {i}: {o:?}");
+        assert!(
+            o.overlap < o.slack,
+            "i = {i}: one more bg request fits the slack: {o:?}"
+        );
+    }
+}

@@ -379,3 +379,47 @@ impl Grid {
         }
     }
 }
+
+/// What bg could have on the exact rig from a gate that knew when every fg burst begins, if it
+/// kept bg's requests off the bursts (an upper bound for any gate that does; docs/idle.md,
+/// "Issue 5's disk target"): the whole service times that fit between a burst's last
+/// completion and the next burst.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Oracle {
+    pub intensity: f64,
+    /// fg requests per cycle alone: those that start within the busy window.
+    pub fg_requests: u32,
+    /// From fg's last completion to the next cycle.
+    pub gap: Duration,
+    /// bg requests that fit in the gap.
+    pub bg_requests: u32,
+    /// The capacity fg leaves idle, in requests per cycle (r_max − r(i)).
+    pub idle_requests: f64,
+    /// bg_requests / idle_requests.
+    pub bg_idle: f64,
+    /// How far one more bg request would reach into the next burst ...
+    pub overlap: Duration,
+    /// ... against the wait the burst absorbs and still starts all its requests in its window.
+    pub slack: Duration,
+}
+
+/// [`Oracle`] at intensity `i` on `rig` (its service time exact: the jitter is ignored).
+pub fn oracle(rig: &Rig, i: f64) -> Oracle {
+    let cycle = rig.tau + rig.think;
+    let busy = rig.t_max.mul_f64(i);
+    let fg_requests = (busy.as_secs_f64() / cycle.as_secs_f64()).ceil() as u32;
+    let fg_end = cycle * fg_requests - rig.think;
+    let gap = rig.t_max.saturating_sub(fg_end);
+    let bg_requests = (gap.as_secs_f64() / rig.tau.as_secs_f64()).floor() as u32;
+    let idle_requests = rig.t_max.as_secs_f64() / cycle.as_secs_f64() - fg_requests as f64;
+    Oracle {
+        intensity: i,
+        fg_requests,
+        gap,
+        bg_requests,
+        idle_requests,
+        bg_idle: bg_requests as f64 / idle_requests,
+        overlap: (fg_end + rig.tau * (bg_requests + 1)).saturating_sub(rig.t_max),
+        slack: busy.saturating_sub(cycle * fg_requests.saturating_sub(1)),
+    }
+}
