@@ -690,6 +690,9 @@ fn run_jobs_take_turns_through_the_daemon() {
             .args(["run", "--socket"])
             .arg(&d.path)
             .args(common::FAST_REGULATION)
+            // The test waits for both jobs to end: a cap keeps a load that came after their
+            // calibration from stretching their suspensions to a minute (the default).
+            .args(["--max-suspend", "1s"])
             .args(["--progress", "cpu", "--name", name, "--state-dir"])
             .arg(state.path())
             .args(["--", "sh", "-c"])
