@@ -54,7 +54,7 @@ fn no_fixed_pi_meets_90_70_on_the_20ms_disk_though_the_model_says_one_does() {
 /// request needs before it) meets 90 / 70 at i = 0.3 or 0.5, unless it lets bg's last request
 /// reach into the burst: the whole 20.45 ms services that fit between fg's last completion and
 /// the next burst are 2 of the 2.89 per cycle fg leaves idle at i = 0.3 (69%), and 1 of 1.89 at
-/// i = 0.5 (53%). One more would reach 2.3 and 4.3 ms into the burst, within the 9.5 and 9.1 ms
+/// i = 0.5 (53%). One more would reach 2.3 ms into the burst at both, within the 9.5 and 9.1 ms
 /// of wait the burst absorbs without losing a request: so 90 / 70 needs bg's last request to
 /// end a few ms into a burst, never more than its slack, a schedule no gate can keep without
 /// knowing the burst's slack as well as its start.
