@@ -137,6 +137,74 @@ fn the_jobserver_sets_how_many_jobs_make_runs() {
     assert_eq!(max_concurrent(dir.path()), 1);
 }
 
+/// A jobserver client that runs its jobs in threads, as a program with a thread pool would:
+/// thread 0 holds the implicit slot, every other takes a token from MAKEFLAGS' pipe per job
+/// and gives it back after. Each job sleeps 10 ms; the jobs done are kept in `n`, written
+/// whole (replaced), until `argv[1]` of them are done.
+const THREADED_CLIENT: &str = r#"
+import os, sys, threading, time
+auth = [w for w in os.environ["MAKEFLAGS"].split() if w.startswith("--jobserver-auth=")]
+r, w = (int(x) for x in auth[-1].partition("=")[2].split(","))
+total, done, lock = int(sys.argv[1]), [0], threading.Lock()
+def job():
+    time.sleep(0.01)
+    with lock:
+        done[0] += 1
+        with open("n.tmp", "w") as f:
+            f.write("done %d\n" % done[0])
+        os.replace("n.tmp", "n")
+def worker(implicit):
+    while done[0] < total:
+        token = None if implicit else os.read(r, 1)
+        job()
+        if token:
+            os.write(w, token)
+for i in range(8):
+    threading.Thread(target=worker, args=(i == 0,), daemon=True).start()
+while done[0] < total:
+    time.sleep(0.01)
+"#;
+
+#[test]
+fn a_jobserver_client_with_a_counter_file_holds_its_implicit_slot() {
+    // Its jobs are threads, not children: counting the implicit slot only while the command had
+    // a child, tact saw one job fewer than the target, never a saturated pool, and TCC never
+    // took a step. With a counter file the slot counts as held while the command runs.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("client.py"), THREADED_CLIENT).unwrap();
+    let out = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .env_remove("MAKEFLAGS")
+        .env_remove("MAKELEVEL")
+        .env_remove("MFLAGS")
+        .current_dir(dir.path())
+        .args([
+            "tune",
+            "--jobserver",
+            "--completions",
+            "file:n",
+            "--init",
+            "2",
+            "--max",
+            "8",
+            "--policy",
+            "tcc:n_star=3,batch_min=2",
+            "--json-log",
+            "tune.jsonl",
+            "--",
+            "python3",
+            "client.py",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = json_log(&dir.path().join("tune.jsonl"));
+    let steps = of_kind(&log, "transition");
+    assert!(!steps.is_empty(), "TCC took no step: {log:?}");
+    assert!(of_kind(&log, "end")[0]["completions"].as_u64().unwrap() >= 300);
+}
+
 #[test]
 fn the_users_makeflags_are_kept() {
     let dir = tempfile::tempdir().unwrap();

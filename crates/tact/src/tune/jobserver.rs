@@ -369,12 +369,13 @@ impl Jobserver {
         Ok(n.max(0) as usize)
     }
 
-    /// make's occupancy: jobs holding tokens, plus the implicit slot while make runs any job
-    /// (`running`: the command's live children). make keeps no visible queue, so "work waits"
-    /// is inferred: every token taken and the target reached (queued = 1), else none.
-    pub fn load(&self, target: usize, running: usize) -> Result<Load> {
+    /// make's occupancy: jobs holding tokens, plus the implicit slot while it is `implicit`ly
+    /// held (make runs any job: the command has a live child; or a program that runs its jobs
+    /// in threads runs at all). make keeps no visible queue, so "work waits" is inferred: every
+    /// token taken and the target reached (queued = 1), else none.
+    pub fn load(&self, target: usize, implicit: bool) -> Result<Load> {
         let free = self.free()?;
-        let in_flight = self.issued.saturating_sub(free) + running.min(1);
+        let in_flight = self.issued.saturating_sub(free) + usize::from(implicit);
         let queued = usize::from(free == 0 && in_flight >= target);
         Ok(Load::new(in_flight, queued))
     }
@@ -596,19 +597,19 @@ mod tests {
             3,
             "4 jobs: 3 tokens plus the implicit slot"
         );
-        assert_eq!(js.load(4, 0).unwrap(), Load::new(0, 0));
+        assert_eq!(js.load(4, false).unwrap(), Load::new(0, 0));
 
         // Two jobs take tokens (as make would).
         let (mut make_reads, mut make_writes) = client_ends(&js);
         let mut held = [0u8; 2];
         make_reads.read_exact(&mut held).unwrap();
-        assert_eq!(js.load(4, 3).unwrap(), Load::new(3, 0));
+        assert_eq!(js.load(4, true).unwrap(), Load::new(3, 0));
 
         // Shrinking to 2 takes the free token at once, and one held token only when returned.
         js.set_target(2).unwrap();
         assert_eq!(js.free().unwrap(), 0);
         assert!(js.reclaiming());
-        assert_eq!(js.load(2, 3).unwrap(), Load::new(3, 1));
+        assert_eq!(js.load(2, true).unwrap(), Load::new(3, 1));
         js.reclaim().unwrap();
         assert!(
             js.reclaiming(),
@@ -617,7 +618,7 @@ mod tests {
         make_writes.write_all(&held[..1]).unwrap();
         js.reclaim().unwrap();
         assert!(!js.reclaiming());
-        assert_eq!(js.load(2, 2).unwrap(), Load::new(2, 1));
+        assert_eq!(js.load(2, true).unwrap(), Load::new(2, 1));
 
         // Growing again writes tokens.
         js.set_target(5).unwrap();

@@ -249,7 +249,7 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
         start: _,
     } = controller.expect("built before the loop");
     let sight = Sight::of(&actuator, &args.completions);
-    if sight != Sight::Jobs {
+    if !matches!(sight, Sight::Jobs | Sight::Tokens) {
         policy.saturation_unseen();
     }
     if let Some(turns) = &mut turns {
@@ -640,7 +640,7 @@ impl Actuator {
     /// queue is visible, so the pool counts as saturated exactly when they reach the target.
     fn load(&self, target: usize, running: usize, sight: Sight) -> Result<Load> {
         match self {
-            Actuator::Jobserver(js) => js.load(target, running),
+            Actuator::Jobserver(js) => js.load(target, sight == Sight::Tokens || running > 0),
             Actuator::File(_) | Actuator::Signals(_) if sight == Sight::Unseen => {
                 Ok(Load::new(target, 0))
             }
@@ -710,18 +710,25 @@ enum Sight {
     /// Nothing: with a counter file the children need not be jobs (the program may run them in
     /// threads or in long-lived workers), so the pool is taken to hold the target.
     Unseen,
+    /// The jobserver's tokens with a counter file: the tokens taken are jobs, but the
+    /// command's children need not be (a client may run its jobs in threads), so its implicit
+    /// slot is taken as held while it runs. Counted by children, a client that runs its
+    /// jobs in threads showed one job fewer than the target, never saturated, and TCC took no
+    /// step (bench/tune's `tune-drive --external jobserver`).
+    Tokens,
     /// `--freeze`: the thawed workers, whether or not each holds a task.
     Workers,
 }
 
 impl Sight {
-    /// Outside `Jobs`, saturation is a guess, and TCC applies spec §6's gap rule.
+    /// Outside `Jobs` and `Tokens`, saturation is a guess, and TCC applies spec §6's gap rule.
     fn of(actuator: &Actuator, counting: &completions::Counting) -> Sight {
         match (actuator, counting) {
             (Actuator::Freeze(_), _) => Sight::Workers,
             (Actuator::File(_) | Actuator::Signals(_), completions::Counting::File(_)) => {
                 Sight::Unseen
             }
+            (Actuator::Jobserver(_), completions::Counting::File(_)) => Sight::Tokens,
             _ => Sight::Jobs,
         }
     }
