@@ -67,7 +67,8 @@ bench-share: build $(PY)
 # other scenarios), TCC in the paper's mode, AIMD, Vegas, Gradient2 and Envoy on a service with a
 # throughput knee: CPU (spec X1), memory (a memory cgroup under tact-test-*), disk (a blkio IOPS
 # cap), network (tbf 50 Mbit/s between namespaces), a competitor that comes and goes (X5) and two
-# pools sharing the service (X6). Needs root and iproute2. About 62 minutes;
+# pools sharing the service (X6); on X1 also tact tune with the driver as its command. Needs root
+# and iproute2. About 2 hours (run.py --dry-run);
 # `make bench-tune BENCH_TUNE=--quick` is a 6-minute smoke run, BENCH_TUNE='--scenario cpu' one
 # scenario. Waits for $(BENCH_LOCK) like bench-library.
 BENCH_TUNE ?=

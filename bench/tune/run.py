@@ -38,6 +38,10 @@ and with the hint; they run nowhere else (one pool has nobody to take turns with
 On x7, `vegas+` and `vegas++` (the paper's Vegas revisions) run after the baselines, and only
 there; Vegas++'s X1 (tasks/s at one worker, "measured offline") is the static:1 run's throughput
 from the same bench run, so the sweep must include size 1.
+On cpu, `tcc@workers-file` and `tcc@jobserver` run tact's TCC as `tact tune` with the driver as
+its unmodified command (`tune-drive --external`): told the count through a workers file or as
+make's jobserver, counted by the completions it writes into a counter file (spec section 6:
+external mode within +-3 points of in-process on X1's G1 and G2).
 Per scenario: a table, JSON and a plot; at the end a summary of the issue's targets. See
 bench/tune/README.md.
 """
@@ -76,6 +80,14 @@ HINT_SCENARIOS = ("cpu", "disk", "net", "competitor", "pools")
 TURNS = "tcc+turns"
 HINT_TURNS = "tcc+util+turns"
 TURNS_POLICIES = (TURNS, HINT_TURNS)
+# Spec §6: external mode must meet G1 and G2 within +-3 points of in-process on X1. These rows run
+# tune-drive as `tact tune`'s command (`tune-drive --external`): tact's TCC tells it the count
+# through a workers file or as make's jobserver, and counts its completions from a counter file.
+EXT_FILE = "tcc@workers-file"
+EXT_JOBSERVER = "tcc@jobserver"
+EXTERNAL_POLICIES = (EXT_FILE, EXT_JOBSERVER)
+EXTERNAL_SCENARIOS = ("cpu",)
+EXTERNAL_POINTS = 3
 TCC_POLICIES = ("tcc", HINT) + TURNS_POLICIES
 ALL_SCENARIOS = ["cpu", "memory", "disk", "net", "competitor", "pools"]
 # X7's policies: Vegas++ gets "x1=" from the sweep's static:1 run (resolve_spec).
@@ -210,15 +222,17 @@ def compete_spec(pol, p):
 
 
 def label_of(pol):
-    return {HINT: HINT_LABEL, TURNS: "tcc + turns", HINT_TURNS: HINT_LABEL + " + turns"}.get(pol, pol)
+    return {HINT: HINT_LABEL, TURNS: "tcc + turns", HINT_TURNS: HINT_LABEL + " + turns",
+            EXT_FILE: "tact tune --workers-file", EXT_JOBSERVER: "tact tune --jobserver"}.get(pol, pol)
 
 
 def scenario_policies(name, policies):
     """The hint needs a bottleneck with a utilization (not memory's); turns need two pools; Vegas+
-    and Vegas++ are X7's."""
+    and Vegas++ are X7's; the external rows X1's (the spec's comparison)."""
     return [pol for pol in policies if (pol != HINT or name in HINT_SCENARIOS)
             and (pol not in TURNS_POLICIES or name == "pools")
-            and (pol not in VEGAS_POLICIES or name == "x7")]
+            and (pol not in VEGAS_POLICIES or name == "x7")
+            and (pol not in EXTERNAL_POLICIES or name in EXTERNAL_SCENARIOS)]
 
 
 def plan(name, p, args, policies):
@@ -234,6 +248,8 @@ def plan(name, p, args, policies):
                 runs.append(("tcc (paper mode)", PAPER_SPEC, p["paper_warmup"], p["paper_seconds"]))
         elif pol in VEGAS_POLICIES:
             runs.append((pol, pol, p["vegas_warmup"], p["vegas_seconds"]))
+        elif pol in EXTERNAL_POLICIES:
+            runs.append((label_of(pol), pol, p["tcc_warmup"], p["tcc_seconds"]))
         else:
             runs.append((pol, pol, p["adaptive_warmup"], p["adaptive_seconds"]))
     return runs
@@ -496,8 +512,9 @@ class NetNamespace:
 # running
 
 def build(cargo):
-    log("cargo build --release -p tact-bench-tune")
-    subprocess.run([cargo, "build", "--release", "-p", "tact-bench-tune"], cwd=REPO, check=True)
+    log("cargo build --release -p tact-bench-tune -p tact")
+    # tact itself for the external rows (`tact tune -- tune-drive --external ...`).
+    subprocess.run([cargo, "build", "--release", "-p", "tact-bench-tune", "-p", "tact"], cwd=REPO, check=True)
     return os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release")
 
 
@@ -600,16 +617,24 @@ class Driver:
         self.path = os.path.join(outdir, "runs", f"{safe}.json")
         self.label, self.spec, self.warmup, self.seconds = label, spec, warmup, seconds
         n_max = max(args.max, int(spec.split(":")[1]) if spec.startswith("static:") else 0)
-        cmd = ["taskset", "-c", str(cpu), os.path.join(bindir, "tune-drive"), "--policy", spec, "--addr", addr,
-               "--seconds", str(seconds), "--warmup", str(warmup), "--front-ms", str(sc["front_ms"]),
-               "--max", str(n_max), "--seed", str(args.seed), "--json", self.path]
+        drive = ["--addr", addr, "--seconds", str(seconds), "--warmup", str(warmup), "--front-ms", str(sc["front_ms"]),
+                 "--max", str(n_max), "--seed", str(args.seed), "--json", self.path]
         if args.init:
-            cmd += ["--init", str(args.init)]
+            drive += ["--init", str(args.init)]
+        env = None
+        if spec in EXTERNAL_POLICIES:
+            cmd = external_cmd(bindir, spec, self.path, n_max, args) + drive
+            # Nothing of an outer make's (`make bench-tune`) reaches tact or the driver.
+            env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+            env["TACT_RUNTIME_DIR"] = os.path.join(outdir, "runtime")
+        else:
+            cmd = [os.path.join(bindir, "tune-drive"), "--policy", spec] + drive
+        # Both on the driver's CPU: tact polling its command counts against the front, as it would.
+        cmd = ["taskset", "-c", str(cpu)] + cmd
         if is_hint_spec(spec):
             cmd += ["--bottleneck", hint_source(sc, args)]
         if psi_cgroup:
             cmd += ["--psi-cgroup", psi_cgroup]
-        env = None
         if coordinate:
             # The lock file goes in the run's own directory (tact's TACT_RUNTIME_DIR/tune).
             cmd += ["--coordinate", coordinate]
@@ -666,6 +691,25 @@ class Driver:
         if self.lines:
             log(self.lines[-1])
         return rec
+
+
+def external_cmd(bindir, spec, path, n_max, args):
+    """`tact tune` with tact's TCC (its defaults, as the in-process `tcc` row's) and the driver as
+    its command, up to the driver's own arguments: the count through a workers file or the
+    jobserver, completions from the driver's counter file, tact's log for the record's steady
+    periods."""
+    base = path[:-len(".json")]
+    done, tact_log = base + ".done", base + ".tact.jsonl"
+    if spec == EXT_FILE:
+        how, ext = ["--workers-file", base + ".workers"], f"workers-file:{base}.workers"
+    else:
+        how, ext = ["--jobserver"], "jobserver"
+    cmd = [os.path.join(bindir, "tact"), "tune", "--max", str(n_max), "--completions", f"file:{done}",
+           "--json-log", tact_log] + how
+    if args.init:
+        cmd += ["--init", str(args.init)]
+    return cmd + ["--", os.path.join(bindir, "tune-drive"), "--external", ext, "--done-file", done,
+                  "--tact-log", tact_log]
 
 
 def secs(at):
@@ -925,8 +969,41 @@ def sweep_targets(name, results, xmax, x95):
         if tcc and not tcc.get("error") and xmax:
             prefix = "" if label == "tcc" else f"{label}: "
             out += [(prefix + c, v, verdict) for c, v, verdict in tcc_targets(name, results, by, tcc, xmax)]
+    out += external_targets(by, xmax, x95)
     if name == "x7":
         out += x7_targets(by)
+    return out
+
+
+def external_targets(by, xmax, x95):
+    """Spec §6: each external row's G1 (steady throughput over X*_95, and over X*_max) and G2 (the
+    service's CPU) within +-3 points of the in-process tcc row's, each over its steady periods
+    (the whole window for a row never steady)."""
+    tcc = by.get("tcc")
+    if not tcc or tcc.get("error") or not xmax:
+        return []
+    out = []
+
+    def figures(r):
+        p = r.get("steady") or r["window"]
+        g1 = [p["throughput"] / ref[1] for ref in (x95, xmax) if ref]
+        return g1, p.get("service_util"), "steady" if r.get("steady") else "window, never steady"
+    g1_in, g2_in, where_in = figures(tcc)
+    for pol in EXTERNAL_POLICIES:
+        r = by.get(label_of(pol))
+        if not r or r.get("error"):
+            continue
+        g1, g2, where = figures(r)
+        refs = "X*_95, X*_max" if x95 else "X*_max"
+        d1 = [100 * (a - b) for a, b in zip(g1, g1_in)]
+        out.append((f"{r['label']}: G1 (vs {refs}) within {EXTERNAL_POINTS} points of in-process ({where}; "
+                    f"in-process {where_in})",
+                    ", ".join(f"{pct(a)} vs {pct(b)} ({d:+.1f})" for a, b, d in zip(g1, g1_in, d1)),
+                    "PASS" if all(abs(d) <= EXTERNAL_POINTS for d in d1) else "FAIL"))
+        if g2 is not None and g2_in is not None:
+            d2 = 100 * (g2 - g2_in)
+            out.append((f"{r['label']}: G2 service CPU within {EXTERNAL_POINTS} points of in-process",
+                        f"{pct(g2)} vs {pct(g2_in)} ({d2:+.1f})", "PASS" if abs(d2) <= EXTERNAL_POINTS else "FAIL"))
     return out
 
 
@@ -1586,7 +1663,7 @@ def switch_report(ctx, results):
 # --------------------------------------------------------------------------
 # plots
 
-COLORS = {"tcc": "tab:green", "aimd": "tab:orange", "vegas": "tab:purple", "gradient2": "tab:brown",
+COLORS = {"tcc": "tab:green", EXT_FILE: "darkgreen", EXT_JOBSERVER: "limegreen", "aimd": "tab:orange", "vegas": "tab:purple", "gradient2": "tab:brown",
           "envoy": "tab:pink", "hill": "tab:gray", VEGAS_PLUS: "tab:red", VEGAS_PP: "darkviolet"}
 
 
@@ -1807,11 +1884,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="~7-minute smoke run of every scenario")
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
-    ap.add_argument("--policies", default=f"tcc,{HINT},{TURNS},{HINT_TURNS}," + ",".join(BASELINES)
-                    + f",{VEGAS_PLUS},{VEGAS_PP}",
+    ap.add_argument("--policies", default=f"tcc,{EXT_FILE},{EXT_JOBSERVER},{HINT},{TURNS},{HINT_TURNS},"
+                    + ",".join(BASELINES) + f",{VEGAS_PLUS},{VEGAS_PP}",
                     help=f"adaptive controllers in run order (tcc, {HINT}, aimd, vegas, gradient2, envoy, hill, or "
                     f"any spec; pools only: {TURNS}, {HINT_TURNS}, the pair on one --coordinate key; x7 only: "
-                    f"{VEGAS_PLUS}, {VEGAS_PP} (X1 from static:1))")
+                    f"{VEGAS_PLUS}, {VEGAS_PP} (X1 from static:1); cpu only: {EXT_FILE}, {EXT_JOBSERVER}, tact's "
+                    "TCC as `tact tune` with the driver as its command, told the count by a workers file or as "
+                    "make's jobserver)")
     ap.add_argument("--no-paper", dest="paper", action="store_false",
                     help=f"skip the TCC (paper mode) row ({PAPER_SPEC})")
     for key in PRESETS["default"]:

@@ -5,6 +5,7 @@
 //! summary of a run.
 
 pub mod cputime;
+pub mod external;
 pub mod mode;
 pub mod pareto;
 pub mod protocol;

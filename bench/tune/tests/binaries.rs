@@ -243,6 +243,150 @@ fn driver_rejects_a_bad_policy_with_its_name() {
     assert!(err.contains("nonsense"), "{err}");
 }
 
+/// `tune-drive --external HOW --done-file DIR/done` against the service for 3 s, as `tact
+/// tune` would start it.
+fn external_drive(svc: &Service, dir: &std::path::Path, how: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tune-drive"));
+    cmd.args(["--external", how, "--addr", &svc.addr])
+        .args(["--seconds", "3", "--warmup", "0.3", "--front-ms", "0.2"])
+        .args(["--max", "6", "--sample-ms", "50", "--done-file"])
+        .arg(dir.join("done"))
+        .arg("--json")
+        .arg(dir.join("run.json"))
+        .env_remove("MAKEFLAGS")
+        .env_remove("CARGO_MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn report_of(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// The number `--done-file` holds.
+fn done_in(dir: &std::path::Path) -> u64 {
+    std::fs::read_to_string(dir.join("done"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn an_external_driver_follows_its_workers_file_and_counts_into_its_done_file() {
+    let svc = Service::start();
+    let dir = tempfile::tempdir().unwrap();
+    let workers = dir.path().join("workers");
+    std::fs::write(&workers, "1\n").unwrap();
+    let how = format!("workers-file:{}", workers.display());
+    let child = external_drive(&svc, dir.path(), &how).spawn().unwrap();
+    // Once it counts (it runs), the count goes to 4, as tact would write it: whole, by rename.
+    let start = std::time::Instant::now();
+    while !dir.path().join("done").exists() || done_in(dir.path()) == 0 {
+        assert!(start.elapsed().as_secs() < 60, "no task done");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::write(dir.path().join("w.tmp"), "4\n").unwrap();
+    std::fs::rename(dir.path().join("w.tmp"), &workers).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = report_of(dir.path());
+    assert_eq!(
+        rep["policy"],
+        format!("tact tune --workers-file {}", workers.display())
+    );
+    // The counts it saw, in order, and the most tasks it ran at once (each sample's count).
+    let seen: Vec<u64> = rep["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t[1].as_u64().unwrap())
+        .collect();
+    assert_eq!(seen, [1, 4]);
+    assert_eq!(
+        rep["samples"].as_array().unwrap().last().unwrap()["target"],
+        4
+    );
+    // Every completion is in the file, the last written after the last sample.
+    let last = rep["samples"].as_array().unwrap().last().unwrap()["completions"]
+        .as_u64()
+        .unwrap();
+    assert!(done_in(dir.path()) >= last && last > 0, "{last}");
+    assert_eq!(rep["errors"], 0);
+    assert_eq!(
+        rep["trace"].as_array().unwrap().len(),
+        0,
+        "no tact log, no transitions"
+    );
+}
+
+#[test]
+fn an_external_driver_runs_one_task_beyond_its_jobserver_tokens() {
+    let svc = Service::start();
+    let dir = tempfile::tempdir().unwrap();
+    // Two tokens, as `tact tune --jobserver` writes target − 1 of them: three tasks at once.
+    let client = jobserver::Client::new(2).unwrap();
+    let mut cmd = external_drive(&svc, dir.path(), "jobserver");
+    client.configure(&mut cmd);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = report_of(dir.path());
+    assert_eq!(rep["policy"], "tact tune --jobserver");
+    let running: Vec<u64> = rep["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["target"].as_u64().unwrap())
+        .collect();
+    assert!(running.iter().all(|&n| n <= 3), "{running:?}");
+    assert!(running.iter().any(|&n| n >= 2), "{running:?}");
+    assert!(done_in(dir.path()) > 0);
+
+    // Without a jobserver in its environment it says so rather than run one task at a time.
+    let out = external_drive(&svc, dir.path(), "jobserver")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no jobserver in MAKEFLAGS"), "{err}");
+}
+
+#[test]
+fn an_external_driver_needs_a_done_file_and_no_policy() {
+    let svc = Service::start();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tune-drive"))
+            .args(["--addr", &svc.addr, "--seconds", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(run(&["--external", "jobserver"]).contains("--done-file"));
+    let err = run(&[
+        "--external",
+        "jobserver",
+        "--done-file",
+        "d",
+        "--policy",
+        "tcc",
+    ]);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let err = run(&["--external", "make", "--done-file", "d"]);
+    assert!(err.contains("workers-file:PATH or jobserver"), "{err}");
+}
+
 /// Fixture pressure files in a cgroup v2 directory's form (`memory.pressure`, `io.pressure`):
 /// memory and io `full` at `full` percent.
 fn psi_fixture(dir: &std::path::Path, full: &str) {

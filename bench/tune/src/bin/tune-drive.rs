@@ -21,6 +21,13 @@
 //! (`tact_lib::tune::turns`; spec concurrency.md §6 item 4): TCC starts a cycle only when it
 //! has the turn. The record then has the turns taken and the time waited for them.
 //!
+//! With `--external workers-file:PATH` or `--external jobserver` the driver runs no controller of
+//! its own: it is the command of `tact tune --workers-file PATH` or `tact tune --jobserver`,
+//! runs as many tasks at once as tact tells it, and writes its completions into `--done-file`
+//! for `tact tune --completions file:PATH` (`tact_bench_tune::external`). With `--tact-log`
+//! (tact's `--json-log`) its record has tact's counts and transitions, so that its steady periods
+//! are measured as an in-process TCC's are.
+//!
 //! While it runs, stdout carries event lines for a harness that acts mid-run (run.py starts a
 //! competitor once TCC is steady, or switches the service's mode at the count it holds): `started`
 //! when the pool's clock starts, then `steady AT TARGET` (s since the pool's start) whenever TCC
@@ -38,6 +45,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
 use tact_bench_tune::cputime::{process_cpu, spin};
+use tact_bench_tune::external::{self, Mode, Workers};
 use tact_bench_tune::pareto::{Pareto, SHAPE};
 use tact_bench_tune::protocol::Client;
 use tact_bench_tune::summary::{
@@ -58,8 +66,25 @@ use tact_sim::SimRng;
 struct Args {
     /// Controller: tcc, tcc:KEY=V,.., static:N, aimd, vegas, gradient2, envoy, hill, vegas+,
     /// vegas++:x1=RATE.
-    #[arg(long)]
-    policy: String,
+    #[arg(long, required_unless_present = "external")]
+    policy: Option<String>,
+    /// No controller here: run under `tact tune`, which tells the count through a workers file
+    /// (workers-file:PATH, `tact tune --workers-file PATH`) or as make's jobserver (jobserver,
+    /// `tact tune --jobserver`).
+    #[arg(
+        long,
+        value_name = "HOW",
+        conflicts_with_all = ["policy", "bottleneck", "coordinate", "psi_cgroup"],
+        requires = "done_file"
+    )]
+    external: Option<Mode>,
+    /// With --external: keep the count of completed tasks in this file, for `tact tune
+    /// --completions file:PATH`.
+    #[arg(long, value_name = "PATH", requires = "external")]
+    done_file: Option<PathBuf>,
+    /// With --external: tact's `--json-log`, read at the end for its counts and transitions.
+    #[arg(long, value_name = "PATH", requires = "external")]
+    tact_log: Option<PathBuf>,
     /// The service's address (as printed by tune-service).
     #[arg(long)]
     addr: String,
@@ -180,7 +205,8 @@ struct Shared {
     origin: Instant,
     addr: String,
     completions: Mutex<Vec<Completion>>,
-    done: AtomicU64,
+    /// Tasks completed (shared with `--done-file`'s writer).
+    done: Arc<AtomicU64>,
     errors: AtomicU64,
     stop: AtomicBool,
 }
@@ -237,20 +263,16 @@ fn online_cpus() -> usize {
     usize::try_from(n).unwrap_or(1).max(1)
 }
 
-fn main() -> Result<()> {
-    let args = Args::parse();
-    if !(args.seconds > 0.0 && args.warmup >= 0.0 && args.front_ms >= 0.0) {
-        bail!("--seconds must be positive, --warmup and --front-ms non-negative");
-    }
-    if args.max == 0 || args.sample_ms == 0 {
-        bail!("--max and --sample-ms must be positive");
-    }
-    let init = args.init.unwrap_or_else(online_cpus).clamp(1, args.max);
-    let mut control = Client::connect(&args.addr)
-        .with_context(|| format!("connect to the service at {}", args.addr))?;
-    control.stats().context("the service's stats")?;
-    let bad_policy = |e: &dyn std::fmt::Display| anyhow!("--policy {}: {e}", args.policy);
-    let tcc = tcc_params_from_spec(&args.policy, init, args.max).map_err(|e| bad_policy(&e))?;
+/// Starts the pool under `policy` and its feeder, which keeps the pool's queue full.
+fn start_pool(
+    args: &Args,
+    policy: &str,
+    init: usize,
+    shared: &Arc<Shared>,
+    mut front: Pareto,
+) -> Result<Drive> {
+    let bad_policy = |e: &dyn std::fmt::Display| anyhow!("--policy {policy}: {e}");
+    let tcc = tcc_params_from_spec(policy, init, args.max).map_err(|e| bad_policy(&e))?;
     let psi = match (&tcc, &args.psi_cgroup) {
         (Some(params), Some(dir)) if params.psi => {
             Some((PsiReader::cgroup(dir), format!("cgroup {}", dir.display())))
@@ -267,17 +289,8 @@ fn main() -> Result<()> {
         // read it must not quietly run without.
         reader
             .tcc_pressure()
-            .with_context(|| format!("--policy {}: reading PSI from {source}", args.policy))?;
+            .with_context(|| format!("--policy {policy}: reading PSI from {source}"))?;
     }
-
-    let shared = Arc::new(Shared {
-        origin: Instant::now(),
-        addr: args.addr.clone(),
-        completions: Mutex::new(Vec::new()),
-        done: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
-    });
     println!("started");
     std::io::stdout().flush()?;
     let builder = match tcc {
@@ -286,7 +299,7 @@ fn main() -> Result<()> {
             Pool::builder().tcc(Tcc::new(params).map_err(|e| bad_policy(&SpecError::from(e)))?)
         }
         None => Pool::builder()
-            .policy(policy_from_spec(&args.policy, init, args.max).map_err(|e| bad_policy(&e))?),
+            .policy(policy_from_spec(policy, init, args.max).map_err(|e| bad_policy(&e))?),
     };
     let mut builder = builder
         .max_workers(args.max)
@@ -314,15 +327,9 @@ fn main() -> Result<()> {
         builder = builder.coordinate(turns);
     }
     let pool = Arc::new(builder.build());
-
     let feeder = {
         let pool = Arc::clone(&pool);
-        let shared = Arc::clone(&shared);
-        let mut front = Pareto::new(
-            Duration::from_secs_f64(args.front_ms / 1000.0),
-            SHAPE,
-            SimRng::new(args.seed),
-        );
+        let shared = Arc::clone(shared);
         std::thread::Builder::new()
             .name("feeder".into())
             .spawn(move || {
@@ -335,6 +342,188 @@ fn main() -> Result<()> {
                 }
             })?
     };
+    Ok(Drive::Pool { pool, feeder, psi })
+}
+
+/// What runs the tasks: tact's pool under the driver's own controller, or worker threads that
+/// `tact tune` tells how many may run (`--external`).
+enum Drive {
+    Pool {
+        pool: Arc<Pool>,
+        feeder: std::thread::JoinHandle<()>,
+        psi: Option<(PsiReader, String)>,
+    },
+    External {
+        workers: Workers,
+        counter: std::thread::JoinHandle<()>,
+        stop_counter: Arc<AtomicBool>,
+        tact_log: Option<PathBuf>,
+    },
+}
+
+/// What a run leaves for its record, once it stopped.
+struct Ended {
+    targets: Vec<(f64, usize)>,
+    trace: Vec<Transition>,
+    turn_events: Vec<TurnEvent>,
+    turns: Option<TurnStats>,
+    psi: Option<PsiRecord>,
+}
+
+impl Drive {
+    /// The pool's target, or the count tact last told.
+    fn target(&self) -> usize {
+        match self {
+            Drive::Pool { pool, .. } => pool.target(),
+            Drive::External { workers, .. } => workers.count(),
+        }
+    }
+
+    /// Transitions and turn events since the last call (the driver's own controller only).
+    fn drain(&self) -> (Vec<Transition>, Vec<TurnEvent>) {
+        match self {
+            Drive::Pool { pool, .. } => (pool.drain_trace(), pool.drain_turns()),
+            Drive::External { .. } => (Vec::new(), Vec::new()),
+        }
+    }
+
+    fn end(self, shared: &Shared, samples: &[Sample]) -> Result<Ended> {
+        shared.stop.store(true, Ordering::Relaxed);
+        match self {
+            Drive::Pool { pool, feeder, psi } => {
+                feeder
+                    .join()
+                    .map_err(|_| anyhow!("the feeder thread panicked"))?;
+                let pool =
+                    Arc::into_inner(pool).ok_or_else(|| anyhow!("the pool is still shared"))?;
+                let trace = pool.drain_trace();
+                let turn_events = pool.drain_turns();
+                let turns = pool.turns();
+                let status = pool.stats().status;
+                let psi = psi.map(|(_, source)| PsiRecord {
+                    source,
+                    steps: status.as_ref().map_or(0, |s| s.psi),
+                    last: status.and_then(|s| s.pressure),
+                });
+                // The pool's history starts with the initial target at zero.
+                let targets = pool
+                    .targets()
+                    .into_iter()
+                    .map(|(at, n)| (at.as_secs_f64(), n))
+                    .collect();
+                pool.shutdown();
+                Ok(Ended {
+                    targets,
+                    trace,
+                    turn_events,
+                    turns,
+                    psi,
+                })
+            }
+            Drive::External {
+                workers,
+                counter,
+                stop_counter,
+                tact_log,
+            } => {
+                let seen = workers.seen();
+                workers.stop();
+                stop_counter.store(true, Ordering::Relaxed);
+                counter
+                    .join()
+                    .map_err(|_| anyhow!("the done-file thread panicked"))?;
+                let external::TactLog { targets, trace } = match &tact_log {
+                    // tact's clock starts as it starts the command, a few ms before the
+                    // driver's: its times are taken as the driver's.
+                    Some(path) => external::tact_log(
+                        &std::fs::read_to_string(path)
+                            .with_context(|| format!("--tact-log {}", path.display()))?,
+                    )
+                    .with_context(|| format!("--tact-log {}", path.display()))?,
+                    // Without tact's log, the counts as the driver saw them: the workers file's
+                    // changes, or the tasks running at each sample (jobserver).
+                    None if !seen.is_empty() => external::TactLog {
+                        targets: seen,
+                        trace: Vec::new(),
+                    },
+                    None => external::TactLog {
+                        targets: samples.iter().map(|s| (s.at, s.target)).collect(),
+                        trace: Vec::new(),
+                    },
+                };
+                Ok(Ended {
+                    targets,
+                    trace,
+                    turn_events: Vec::new(),
+                    turns: None,
+                    psi: None,
+                })
+            }
+        }
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if !(args.seconds > 0.0 && args.warmup >= 0.0 && args.front_ms >= 0.0) {
+        bail!("--seconds must be positive, --warmup and --front-ms non-negative");
+    }
+    if args.max == 0 || args.sample_ms == 0 {
+        bail!("--max and --sample-ms must be positive");
+    }
+    let init = args.init.unwrap_or_else(online_cpus).clamp(1, args.max);
+    let mut control = Client::connect(&args.addr)
+        .with_context(|| format!("connect to the service at {}", args.addr))?;
+    control.stats().context("the service's stats")?;
+    let shared = Arc::new(Shared {
+        origin: Instant::now(),
+        addr: args.addr.clone(),
+        completions: Mutex::new(Vec::new()),
+        done: Arc::new(AtomicU64::new(0)),
+        errors: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let front = Pareto::new(
+        Duration::from_secs_f64(args.front_ms / 1000.0),
+        SHAPE,
+        SimRng::new(args.seed),
+    );
+    let (policy, drive) = match (&args.policy, &args.external) {
+        (Some(policy), _) => (
+            policy.clone(),
+            start_pool(&args, policy, init, &shared, front)?,
+        ),
+        (None, Some(mode)) => {
+            let how = match mode {
+                Mode::WorkersFile(path) => format!("tact tune --workers-file {}", path.display()),
+                Mode::Jobserver => "tact tune --jobserver".to_string(),
+            };
+            let path = args.done_file.clone().expect("clap requires --done-file");
+            let stop_counter = Arc::new(AtomicBool::new(false));
+            let counter =
+                external::keep_counter(path, Arc::clone(&shared.done), Arc::clone(&stop_counter))?;
+            let task = {
+                let shared = Arc::clone(&shared);
+                // One stream of front times for all workers, as the in-process feeder draws it.
+                let front = Mutex::new(front);
+                Arc::new(move || {
+                    let d = front.lock().expect("front").draw();
+                    shared.task(d);
+                })
+            };
+            println!("started");
+            std::io::stdout().flush()?;
+            let workers = Workers::start(mode, args.max, shared.origin, task)?;
+            let drive = Drive::External {
+                workers,
+                counter,
+                stop_counter,
+                tact_log: args.tact_log.clone(),
+            };
+            (how, drive)
+        }
+        (None, None) => unreachable!("clap requires --policy or --external"),
+    };
 
     let end = args.warmup + args.seconds;
     let period_s = Duration::from_millis(args.sample_ms);
@@ -346,7 +535,7 @@ fn main() -> Result<()> {
     loop {
         let stats = control.stats().context("the service's stats")?;
         let at = shared.origin.elapsed().as_secs_f64();
-        let target = pool.target();
+        let target = drive.target();
         samples.push(Sample {
             at,
             completions: shared.done.load(Ordering::Relaxed),
@@ -359,45 +548,26 @@ fn main() -> Result<()> {
             announced = Some(target);
         }
         // Drained as the run goes, so the policy's bounded trace buffer never drops any.
-        let fresh = pool.drain_trace();
+        let (fresh, turned) = drive.drain();
         announce_steady(&fresh)?;
         trace.extend(fresh);
-        turn_events.extend(pool.drain_turns());
+        turn_events.extend(turned);
         if at >= end {
             break;
         }
         if at >= next_report {
             eprintln!(
-                "tune-drive {}: {at:.0}/{end:.0} s, target {}, {} done",
-                args.policy,
-                pool.target(),
+                "tune-drive {policy}: {at:.0}/{end:.0} s, target {target}, {} done",
                 shared.done.load(Ordering::Relaxed)
             );
             next_report += 10.0;
         }
         std::thread::sleep(period_s.min(Duration::from_secs_f64((end - at).max(0.001))));
     }
-    shared.stop.store(true, Ordering::Relaxed);
-    feeder
-        .join()
-        .map_err(|_| anyhow!("the feeder thread panicked"))?;
-    let pool = Arc::into_inner(pool).ok_or_else(|| anyhow!("the pool is still shared"))?;
-    trace.extend(pool.drain_trace());
-    turn_events.extend(pool.drain_turns());
-    let turns = pool.turns();
-    let status = pool.stats().status;
-    let psi = psi.map(|(_, source)| PsiRecord {
-        source,
-        steps: status.as_ref().map_or(0, |s| s.psi),
-        last: status.and_then(|s| s.pressure),
-    });
-    // The pool's history starts with the initial target at zero.
-    let targets: Vec<(f64, usize)> = pool
-        .targets()
-        .into_iter()
-        .map(|(at, n)| (at.as_secs_f64(), n))
-        .collect();
-    pool.shutdown();
+    let ended = drive.end(&shared, &samples)?;
+    trace.extend(ended.trace);
+    turn_events.extend(ended.turn_events);
+    let targets = ended.targets;
 
     let completions = std::mem::take(&mut *shared.completions.lock().expect("completions"));
     let history = History(targets.clone());
@@ -406,7 +576,7 @@ fn main() -> Result<()> {
     let steady =
         (!steady_iv.is_empty()).then(|| period(&steady_iv, &completions, &samples, &history));
     let report = Report {
-        policy: &args.policy,
+        policy: &policy,
         addr: &args.addr,
         warmup_s: args.warmup,
         seconds: args.seconds,
@@ -416,9 +586,9 @@ fn main() -> Result<()> {
         seed: args.seed,
         bottleneck: args.bottleneck.as_ref().map(ToString::to_string),
         coordinate: args.coordinate.clone(),
-        turns,
+        turns: ended.turns,
         turn_events,
-        psi,
+        psi: ended.psi,
         window,
         steady,
         first_steady_s: first_steady(&trace),
@@ -442,7 +612,7 @@ fn main() -> Result<()> {
     });
     println!(
         "{}: {:.1}/s, service CPU {}, count {}, p99 {}, errors {}{turns}{psi}",
-        args.policy,
+        policy,
         w.throughput,
         w.service_util
             .map_or("?".into(), |u| format!("{:.1}%", u * 100.0)),
