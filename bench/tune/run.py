@@ -704,10 +704,11 @@ def external_cmd(bindir, spec, path, n_max, args):
         how, ext = ["--workers-file", base + ".workers"], f"workers-file:{base}.workers"
     else:
         how, ext = ["--jobserver"], "jobserver"
-    cmd = [os.path.join(bindir, "tact"), "tune", "--max", str(n_max), "--completions", f"file:{done}",
-           "--json-log", tact_log] + how
-    if args.init:
-        cmd += ["--init", str(args.init)]
+    # The in-process driver's default start: the online CPUs (tact's default would be the one
+    # CPU of the driver's affinity).
+    init = args.init or os.cpu_count() or 1
+    cmd = [os.path.join(bindir, "tact"), "tune", "--max", str(n_max), "--init", str(init),
+           "--completions", f"file:{done}", "--json-log", tact_log] + how
     return cmd + ["--", os.path.join(bindir, "tune-drive"), "--external", ext, "--done-file", done,
                   "--tact-log", tact_log]
 

@@ -626,12 +626,12 @@ pub struct TuneArgs {
     #[arg(long, value_name = "DUR", default_value = "1s", requires = "freeze",
           value_parser = positive_duration)]
     pub freeze_wait: Duration,
-    /// Most jobs at once [default: 4 x the online CPUs, at least 8; with --freeze, the pool's
-    /// workers, which it never exceeds].
+    /// Most jobs at once [default: 4 x the CPUs tact may run on (its affinity, a cgroup CPU
+    /// quota), at least 8; with --freeze, the pool's workers, which it never exceeds].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max: Option<u32>,
-    /// Jobs at once to start with [default: the online CPUs, at most --max; with --freeze,
-    /// --max].
+    /// Jobs at once to start with [default: the CPUs tact may run on, at most --max; with
+    /// --freeze, --max].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub init: Option<u32>,
     /// The controller: tcc, tcc:KEY=VALUE,... (e.g. tcc:q=0.05, tcc:psi=1; the keys are

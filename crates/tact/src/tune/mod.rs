@@ -553,7 +553,8 @@ fn signals_to(
     )))
 }
 
-/// `--init` and `--max`, with their defaults from the online CPUs.
+/// `--init` and `--max`, with their defaults from the CPUs tact may run on (its affinity and a
+/// cgroup CPU quota: under `taskset -c 0` one).
 fn counts(args: &TuneArgs) -> Result<(usize, usize)> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let init = args.init.map(|n| n as usize);
