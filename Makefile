@@ -11,7 +11,7 @@ build:
 
 test: python
 	$(CARGO) test --workspace --all-targets
-	$(PY) -m pytest -q python/tests
+	$(PY) -m pytest -q python/tests bench/tune
 
 # The Python package `tact` (python/): maturin builds crates/tact-py into .venv, in place.
 python: $(PY)
