@@ -179,6 +179,9 @@ def parse_args(argv):
     ap.add_argument("--init", type=int, help="TCC's starting count (default: the online CPUs)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the front times")
     ap.add_argument("--sample-ms", type=int, default=500, help="sampling period of the CPU clocks, ms")
+    ap.add_argument("--bottleneck", metavar="SRC",
+                    help="report this source's utilization to TCC (its hint, tcc:util=U): tact tune "
+                         "--bottleneck's forms, e.g. cpu:1 for the service's CPU")
     ap.add_argument("--json", help="write the record here")
     args = ap.parse_args(argv)
     if not (args.seconds > 0 and args.warmup >= 0 and args.front_ms >= 0 and args.max >= 1):
@@ -235,7 +238,13 @@ def main(argv=None):
     stop = threading.Event()
     # The submitter's clock (its targets and trace) starts when it is made: the run's origin.
     origin = time.monotonic()
-    sub = AdaptiveSubmitter(client, task, items(), policy=policy, max_in_flight=args.max, **params)
+    try:
+        sub = AdaptiveSubmitter(client, task, items(), policy=policy, max_in_flight=args.max,
+                                bottleneck=args.bottleneck, **params)
+    except ValueError as e:  # a bad policy, parameter or bottleneck source
+        client.close()
+        cluster.close()
+        sys.exit(f"dask_drive: {e}")
     print("started", flush=True)
 
     def sample():
@@ -290,7 +299,7 @@ def main(argv=None):
     w = [(args.warmup, end_s)]
     steady = steady_intervals(trace, *w[0])
     rec = dict(policy=args.policy, addr=args.addr, warmup_s=args.warmup, seconds=args.seconds,
-               front_ms=args.front_ms, max=args.max, init=init, seed=args.seed,
+               front_ms=args.front_ms, max=args.max, init=init, seed=args.seed, bottleneck=args.bottleneck,
                driver=f"dask LocalCluster (processes=False, 1 worker x {args.max} threads)",
                window=period(w, completions, samples, targets),
                steady=period(steady, completions, samples, targets) if steady else None,

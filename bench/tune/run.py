@@ -27,7 +27,7 @@ this order by default), each against its own service:
               --scenario memory-switch.
   dask        Spec section 6's Dask mode: X1 with the service's times x4 and dask_drive.py
               as the driver (a LocalCluster; tact.dask.AdaptiveSubmitter bounds the tasks in
-              flight, static sweep included). Only tcc runs; with cpu in the same run
+              flight, static sweep included). Only tcc and tcc+util run; with cpu in the same run
               (--scenario cpu,dask) its G1 and G2 are checked against in-process X1's, +-3
               points. Not in the default list (about 12 min).
 
@@ -80,7 +80,7 @@ HINT = "tcc+util"
 HINT_SPEC = "tcc:util=0.9"
 HINT_LABEL = "tcc + util hint"
 # Memory has no utilization (util_memory): thrash is judged by refaults, not a fraction.
-HINT_SCENARIOS = ("cpu", "disk", "net", "competitor", "pools")
+HINT_SCENARIOS = ("cpu", "disk", "net", "competitor", "pools", "dask")
 # The pools pair taking turns (tune-drive --coordinate): plain TCC and TCC with the hint.
 TURNS = "tcc+turns"
 HINT_TURNS = "tcc+util+turns"
@@ -242,10 +242,10 @@ def label_of(pol):
 
 def scenario_policies(name, policies):
     """The hint needs a bottleneck with a utilization (not memory's); turns need two pools; Vegas+
-    and Vegas++ are X7's; the external rows X1's (the spec's comparison); Dask mode is measured
-    for TCC alone (its check is against in-process TCC)."""
+    and Vegas++ are X7's; the external rows X1's (the spec's comparison); Dask mode runs TCC
+    alone, with and without the hint (its check is against in-process TCC)."""
     if name == "dask":
-        return [pol for pol in policies if pol == "tcc"]
+        return [pol for pol in policies if pol in ("tcc", HINT)]
     return [pol for pol in policies if (pol != HINT or name in HINT_SCENARIOS)
             and (pol not in TURNS_POLICIES or name == "pools")
             and (pol not in VEGAS_POLICIES or name == "x7")
@@ -261,7 +261,7 @@ def plan(name, p, args, policies):
     scale = sc.get("time_scale", 1.0)
     for pol in scenario_policies(name, policies):
         if pol == HINT:
-            runs.append((HINT_LABEL, HINT_SPEC, p["tcc_warmup"], p["tcc_seconds"]))
+            runs.append((HINT_LABEL, HINT_SPEC, scale * p["tcc_warmup"], scale * p["tcc_seconds"]))
         elif pol == "tcc":
             runs.append(("tcc", "tcc", scale * p["tcc_warmup"], scale * p["tcc_seconds"]))
             if args.paper and name != "dask":
@@ -634,7 +634,10 @@ class Driver:
     def __init__(self, bindir, cpu, addr, label, spec, warmup, seconds, args, sc, outdir, on_steady=None,
                  coordinate=None, psi_cgroup=None):
         safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)
-        self.path = os.path.join(outdir, "runs", f"{safe}.json")
+        # Per scenario: every sweep has its static:N and tcc runs.
+        runs = os.path.join(outdir, "runs", sc["name"])
+        os.makedirs(runs, exist_ok=True)
+        self.path = os.path.join(runs, f"{safe}.json")
         self.label, self.spec, self.warmup, self.seconds = label, spec, warmup, seconds
         n_max = max(args.max, int(spec.split(":")[1]) if spec.startswith("static:") else 0)
         drive = ["--addr", addr, "--seconds", str(seconds), "--warmup", str(warmup), "--front-ms", str(sc["front_ms"]),
@@ -833,7 +836,7 @@ def util_memory(r, period):
 # scenario setup: (ctx additions, description)
 
 def setup(name, args, p, bindir, outdir):
-    sc = dict(SCENARIOS[name])
+    sc = dict(SCENARIOS[name], name=name)
     for k in ("front_ms", "service_ms", "delay_ms"):
         if getattr(args, k) is not None:
             sc[k] = getattr(args, k)
@@ -931,7 +934,7 @@ def bn(period):
 
 
 def slim(rec):
-    """What the report keeps of a run (the full record stays in runs/)."""
+    """What the report keeps of a run (the full record stays in runs/SCENARIO/)."""
     out = {k: rec.get(k) for k in ("label", "spec", "warmup_s", "seconds", "window", "steady",
                                    "first_steady_s", "errors", "init", "max", "error", "extra", "turns")}
     if not rec.get("spec", "").startswith("static:"):
@@ -2035,7 +2038,7 @@ def main():
             ap.error(f"CPU {c} is not available here ({cpus})")
 
     outdir = os.path.abspath(args.out)
-    os.makedirs(os.path.join(outdir, "runs"), exist_ok=True)
+    os.makedirs(outdir, exist_ok=True)
     CLEANUP.install()
     take_lock(args.lock, CLEANUP, "bench/tune")
     bindir = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release") \

@@ -92,6 +92,21 @@ def test_tcc_starts_at_its_init_and_stays_within_max(service, tmp_path):
     assert service.peak <= 6
 
 
+def test_the_hint_row_reads_its_source_and_a_bad_one_is_refused(service, tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert dask_drive.main(["--policy", "tcc:util=0.9", "--bottleneck", "cpu:0", "--addr", service.addr,
+                            "--warmup", "0", "--seconds", "1", "--front-ms", "0.2", "--max", "4",
+                            "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["bottleneck"] == "cpu:0"
+    with pytest.raises(SystemExit) as e:
+        dask_drive.main(["--policy", "tcc:util=0.9", "--bottleneck", "nosuch:1", "--addr", service.addr,
+                         "--seconds", "1"])
+    assert "nosuch" in str(e.value.code)
+    with pytest.raises(SystemExit) as e:
+        dask_drive.main(["--policy", "tcc:q=0.01", "--addr", service.addr, "--seconds", "1"])
+    assert "Theorem 1" in str(e.value.code)
+
+
 def test_figures_over_intervals():
     # Two pieces of one second: the target 2 for 0.5 s and 4 for 1.5 s.
     targets = [(0.0, 2), (1.5, 4)]
