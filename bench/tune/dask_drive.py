@@ -49,9 +49,8 @@ def task(item):
     end_cpu = time.thread_time() + front_s
     while time.thread_time() < end_cpu:
         # hashlib drops the GIL on buffers over 2 KiB: the front's CPU time, spent as a real
-        # task's C code would spend it, without holding up the cluster's own threads. A pure
-        # Python spin holds the GIL for its switch interval (5 ms) and made 64 in flight
-        # collapse to 120/s.
+        # task's C code would spend it, without holding up the cluster's own threads (a pure
+        # Python spin would hold the GIL for up to its 5 ms switch interval at a time).
         hashlib.sha256(SPIN_BLOCK)
     me = threading.current_thread()
     for attempt in (0, 1):
