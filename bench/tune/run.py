@@ -132,8 +132,8 @@ SCENARIOS = {
                bottleneck="service CPU"),
     # Spec §6's Dask mode: X1 with dask_drive.py as the driver (the static sweep and TCC both
     # through tact.dask.AdaptiveSubmitter on a LocalCluster). Dask spends 2.5-3.5 ms of the front's
-    # core per task of its own, which made the front X1's bottleneck (the service at 1.3 ms peaked
-    # at ~300/s, its CPU at 50-60%); X1's service and delay x4 put the knee back on the service's
+    # core per task of its own, which made the front X1's bottleneck (a first probe peaked at about
+    # 390/s, half what the service at 1.3 ms serves); X1's service and delay x4 put the knee back on the service's
     # core with the front ~70% busy there (X1's in-process front: ~78%). A cycle then takes ~3x
     # X1's wall time (about 190 tasks/s against 620-750), so TCC's run does too (time_scale); the
     # static runs get 2 s of warm-up for the cluster to settle.
