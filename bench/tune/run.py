@@ -1793,7 +1793,10 @@ def plot_sweep(name, static, adaptive, xmax, x95, outdir):
             if not period or not period.get("count"):
                 continue
             c = period["count"]
-            ax.errorbar([c["mean"]], [period["throughput"]], xerr=[[c["mean"] - c["min"]], [c["max"] - c["mean"]]],
+            # A time-weighted mean of a constant count can round to just below it (6.999...
+            # against 7): matplotlib refuses a negative bar.
+            bars = [[max(0.0, c["mean"] - c["min"])], [max(0.0, c["max"] - c["mean"])]]
+            ax.errorbar([c["mean"]], [period["throughput"]], xerr=bars,
                         fmt=marker, color=color(r), ms=8 if marker == "*" else 6, capsize=3,
                         label=f"{r['label']}{suffix}")
     ax.set_xlabel("workers (static size; controllers: time-weighted mean, bars min-max)")
