@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+from run import rates, steady_intervals
+
 SHAPE = 2.5  # the front's Pareto shape, as tune-drive's (bench/tune/src/pareto.rs)
 LATE_S = 30.0  # how long after the window the driver waits for its last results
 SPIN_BLOCK = bytes(16 << 10)  # one step of the front's spin: tens of microseconds of hashing
@@ -75,35 +77,12 @@ def service_cpu(conn):
 
 
 # ---------------------------------------------------------------------------------------------
-# The record's figures, as bench/tune/src/summary.rs defines them.
+# The record's figures, as bench/tune/src/summary.rs defines them; the CPU shares and the Steady
+# periods with the harness's own helpers (run.rates, run.steady_intervals).
 
 def percentile(xs, p):
     rank = math.ceil(p / 100 * len(xs))
     return xs[min(max(rank, 1), len(xs)) - 1]
-
-
-def counter_at(samples, t, key):
-    """A cumulative counter at t, interpolated between the samples around it."""
-    after = next((i for i, s in enumerate(samples) if s["at"] >= t), None)
-    if after is None:
-        return None
-    hi = samples[after]
-    if after == 0:
-        return hi[key] if hi["at"] == t else None
-    lo = samples[after - 1]
-    w = (t - lo["at"]) / (hi["at"] - lo["at"])
-    return lo[key] + w * (hi[key] - lo[key])
-
-
-def util(samples, intervals, key):
-    used = wall = 0.0
-    for a, b in intervals:
-        x, y = counter_at(samples, b, key), counter_at(samples, a, key)
-        if x is None or y is None:
-            return None
-        used += x - y
-        wall += b - a
-    return used / wall if wall > 0 else None
 
 
 def count_of(targets, intervals):
@@ -142,27 +121,15 @@ def count_of(targets, intervals):
 def period(intervals, completions, samples, targets):
     lat = sorted(lat for at, lat in completions if any(a <= at < b for a, b in intervals))
     seconds = sum(b - a for a, b in intervals)
+    # Each cumulative counter's increase per second, interpolated between samples.
+    cpu = rates([(x["at"], x) for x in samples], intervals)
     ms = 1000.0
     return dict(
         seconds=seconds, completions=len(lat), throughput=len(lat) / seconds if seconds > 0 else 0.0,
-        service_util=util(samples, intervals, "service_cpu"), driver_util=util(samples, intervals, "driver_cpu"),
+        service_util=cpu.get("service_cpu"), driver_util=cpu.get("driver_cpu"),
         latency=dict(mean_ms=sum(lat) / len(lat) * ms, p50_ms=percentile(lat, 50) * ms,
                      p90_ms=percentile(lat, 90) * ms, p99_ms=percentile(lat, 99) * ms) if lat else None,
         count=count_of(targets, intervals))
-
-
-def steady_intervals(trace, lo, hi):
-    """TCC's Steady periods, clipped to [lo, hi]."""
-    out, start = [], None
-    for t in trace:
-        if t["to"] == "steady" and t["from"] != "steady" and start is None:
-            start = t["at"]
-        elif t["from"] == "steady" and t["to"] != "steady" and start is not None:
-            out.append((start, t["at"]))
-            start = None
-    if start is not None:
-        out.append((start, hi))
-    return [(max(a, lo), min(b, hi)) for a, b in out if min(b, hi) > max(a, lo)]
 
 
 # ---------------------------------------------------------------------------------------------
