@@ -369,16 +369,32 @@ fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     due.iter().map(|&id| (id, w.reading(id, false))).collect();
                 let before: BTreeMap<u64, f64> =
                     a.entities().map(|e| (e.id, e.allowance)).collect();
+                let held_before: Vec<u64> = a.entities().filter(|e| e.held).map(|e| e.id).collect();
                 let out = a.check(at, &readings);
                 for &id in &due {
                     w.read_cpu.insert(id, w.cpu[&id]);
                 }
-                // A check stops, or continues at a cycle end; it never pins or fills.
+                // A check stops, or continues a stopped entity; it never pins or fills. It
+                // continues only at a cycle end, or when it lifts the holds because everyone
+                // else left to run is blocked (holds never idle the group): then it lifts them
+                // all, and every entity that runs on, neither held before nor read now (whose
+                // new hold the lift may have undone), is blocked.
+                let lifted = a.entities().all(|e| !e.held)
+                    && a.entities()
+                        .filter(|e| {
+                            e.eligible && !held_before.contains(&e.id) && !due.contains(&e.id)
+                        })
+                        .all(|e| e.blocked);
                 for x in &out.actions {
                     match *x {
                         Action::Stop(id) => prop_assert!(w.running[&id]),
                         Action::Continue(id) => {
-                            prop_assert!(out.cycle.is_some() && !w.running[&id])
+                            prop_assert!(!w.running[&id], "continue of running {}", id);
+                            prop_assert!(
+                                out.cycle.is_some() || (held_before.contains(&id) && lifted),
+                                "continue of {} at a check without a cycle end or a lifted hold",
+                                id
+                            );
                         }
                         _ => prop_assert!(false, "{:?} at a check", x),
                     }
@@ -411,6 +427,13 @@ fn run(cfg: ShareConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert!(e.held, "entity {} stopped with {} left", e.id, e.allowance);
             }
         }
+        // Holds never idle the group: while one is held, someone awake may run.
+        if a.entities().any(|e| e.held) {
+            prop_assert!(
+                a.entities().any(|e| e.eligible && !e.blocked),
+                "held entities while everyone left to run is blocked"
+            );
+        }
     }
     Ok(())
 }
@@ -426,6 +449,89 @@ proptest! {
     fn invariants_hold(cfg in config(), ops in prop::collection::vec(op(), 1..80)) {
         run(cfg, ops)?;
     }
+}
+
+/// A case the random search found (CI, 2026-11-27): a check ended the cycle and continued an
+/// entity that was already running.
+#[test]
+fn a_check_that_ends_the_cycle_continues_only_stopped_entities() {
+    let cfg = ShareConfig {
+        quantum_ns: Q,
+        lazy: false,
+        io: false,
+        cycle_bound: false,
+        checks: true,
+        mode: Mode::Strict,
+        cpus: 3,
+    };
+    let arrive = |share, threads| Op::Arrive { share, threads };
+    let ops = vec![
+        arrive(1, 1),
+        arrive(1, 1),
+        arrive(1, 1),
+        arrive(1, 1),
+        arrive(3, 2),
+        arrive(12, 3),
+        Op::Tick {
+            ticks: 1,
+            use_frac: 1.0,
+            blocked: 522_095_882,
+        },
+        Op::Tick {
+            ticks: 2,
+            use_frac: 0.503_817_394_657_296_7,
+            blocked: 3_300_563_862,
+        },
+        Op::Check {
+            use_frac: 0.909_393_564_257_540_3,
+        },
+        Op::Tick {
+            ticks: 2,
+            use_frac: 1.0,
+            blocked: 1_912_585_818,
+        },
+        Op::Check { use_frac: 1.0 },
+    ];
+    run(cfg, ops).unwrap();
+}
+
+/// Another (40,000 cases, the same day): a check holds an entity, finds only a blocked one left to
+/// run, and lifts every hold, its own new one with the older.
+#[test]
+fn a_check_lifts_every_hold_when_only_blocked_entities_are_left() {
+    let cfg = ShareConfig {
+        quantum_ns: Q,
+        lazy: false,
+        io: true,
+        cycle_bound: false,
+        checks: true,
+        mode: Mode::Strict,
+        cpus: 2,
+    };
+    let arrive = |share, threads| Op::Arrive { share, threads };
+    let tick = |ticks, use_frac, blocked| Op::Tick {
+        ticks,
+        use_frac,
+        blocked,
+    };
+    let ops = vec![
+        arrive(7, 1),
+        arrive(2, 1),
+        arrive(1, 1),
+        arrive(14, 2),
+        tick(1, 1.0, 343_999_816),
+        arrive(1, 2),
+        tick(2, 0.149_561_981_460_886_12, 2_703_293_632),
+        Op::Check {
+            use_frac: 0.814_844_274_374_295_2,
+        },
+        tick(3, 1.0, 44_472_161),
+        tick(3, 1.0, 1_445_616_933),
+        Op::Check {
+            use_frac: 0.922_763_833_556_584_3,
+        },
+    ];
+    run(cfg, ops).unwrap();
 }
 
 /// The true-consumption form of lazy soundness: every entity uses exactly `par·Q` per quantum
