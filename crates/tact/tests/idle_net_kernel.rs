@@ -112,8 +112,20 @@ impl Rig {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `nft list tables`. Under load the listing once came back empty, which read as "no
+    /// tables" (whether nft failed was not kept): a failed listing is tried again, and one that
+    /// keeps failing fails the test with what nft said, rather than pass a check of absence.
     fn nft_tables(&self) -> String {
-        String::from_utf8_lossy(&self.outer(&["nft", "list", "tables"]).stdout).into_owned()
+        let mut out = self.outer(&["nft", "list", "tables"]);
+        for _ in 0..4 {
+            if out.status.success() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            out = self.outer(&["nft", "list", "tables"]);
+        }
+        assert!(out.status.success(), "nft list tables failed: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// UDP datagrams of 1400 bytes to the sink, one for every millisecond of `secs`, from
@@ -1022,8 +1034,14 @@ const TBF_BURST_BYTES: u64 = 10 << 10;
 
 /// Puts a tbf at the root of the rig's link, with the bfifo the kernel gives it.
 fn add_tbf(rig: &Rig) {
+    add_tbf_with(rig, TBF_RATE_BITS, "10kb");
+}
+
+/// A root tbf of `rate_bits` and `burst` (tc's units) on the rig's link, 50 ms of queue.
+fn add_tbf_with(rig: &Rig, rate_bits: u64, burst: &str) {
+    let rate = format!("{rate_bits}bit");
     let out = rig.outer(&[
-        "tc", "qdisc", "add", "dev", &rig.link, "root", "tbf", "rate", "50mbit", "burst", "10kb",
+        "tc", "qdisc", "add", "dev", &rig.link, "root", "tbf", "rate", &rate, "burst", burst,
         "latency", "50ms",
     ]);
     assert!(out.status.success(), "{out:?}");
@@ -1046,8 +1064,8 @@ fn tbf_tree(rig: &Rig) -> Vec<String> {
         .collect()
 }
 
-/// Whether the rig's link carries packets: the peer receives some of 50 datagrams sent to the
-/// sink over 0.1 s.
+/// Whether the rig's link carries packets: the peer receives more than 10 of 100 datagrams sent
+/// to the sink.
 fn link_carries(rig: &Rig) -> bool {
     let received = || {
         let out = Command::new("ip")
@@ -1061,22 +1079,38 @@ fn link_carries(rig: &Rig) -> bool {
             .unwrap()
     };
     let before = received();
-    let status = rig
-        .outer(&["python3", "-c", &sender(&rig.sink(), 0.1)])
-        .status;
+    // A hundred datagrams at once (140 kB, within the 312 kB that tbf's 50 ms queue holds at 50
+    // Mbit/s), not a timed sender: under load a sender of one a millisecond for 0.1 s managed
+    // fewer than the 10 asked for.
+    let burst = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         for _ in range(100):\n\
+         \x20   try: s.sendto(b'x' * 1400, ('{}', 9))\n\
+         \x20   except OSError: pass\n",
+        rig.sink()
+    );
+    let status = rig.outer(&["python3", "-c", &burst]).status;
     assert!(status.success());
+    // The last of them leaves tbf 22 ms after the first.
+    std::thread::sleep(Duration::from_millis(100));
     received() > before + 10
 }
 
-/// Waits for the start of a tact that grafts its tree under the rig's tbf: the tree is tbf's
-/// child at twice tbf's rate, and the job's packets are marked.
+/// Waits for the start of a tact that grafts its tree under the rig's tbf (of [`add_tbf`]): the
+/// tree is tbf's child at twice tbf's rate, and the job's packets are marked.
 fn grafted(rig: &Rig, log: &Path) {
+    grafted_under(rig, log, TBF_RATE_BITS);
+}
+
+/// [`grafted`], under a tbf of `tbf_bits`.
+fn grafted_under(rig: &Rig, log: &Path, tbf_bits: u64) {
     wait_for(PATIENCE, "tact's start record", || {
         start_record(log).is_some()
     });
     let start = start_record(log).unwrap();
     let kernel = &start["gates"][0]["kernel"];
-    assert_eq!(kernel["htb_rate_bits"], 2 * TBF_RATE_BITS, "{start}");
+    assert_eq!(kernel["htb_rate_bits"], 2 * tbf_bits, "{start}");
     assert_eq!(kernel["marking"], true, "{start}");
     assert!(
         kernel["why"].to_string().contains("grafted under tbf"),
@@ -1252,7 +1286,13 @@ fn auto_pi_is_0_while_the_grafted_tree_holds_the_jobs_queue() {
         return;
     }
     let rig = Rig::new("j");
-    add_tbf(&rig);
+    // Not the other tests' 50 Mbit/s with a 10 kB burst: under load (this binary's tests in
+    // parallel beside four busy loops on two cores) that link carried 68-85% of its rate,
+    // second after second, with the flood queued in the tree (also with the flood at nice -10),
+    // and the verdict went (the tree holds a queue when it sends at least 90%): 3 runs of 3
+    // failed. Likely a loaded kernel dequeues late, and 10 kB is only 1.6 ms of tokens. At 20
+    // Mbit/s with 32 kB (13 ms of tokens, 40% of the packets) 6 runs of 6 passed.
+    add_tbf_with(&rig, 20_000_000, "32kb");
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
     let auto = ["--preempt", "auto"];
@@ -1260,7 +1300,7 @@ fn auto_pi_is_0_while_the_grafted_tree_holds_the_jobs_queue() {
     // The flood: tbf's rate, all of it through the job's class.
     let job = format!("python3 -c \"{}\"", flood(&rig.sink(), &go));
     let (mut tact, log) = spawn_tact(&rig, dir.path(), &auto, &job);
-    grafted(&rig, &log);
+    grafted_under(&rig, &log, 20_000_000);
     let gate = &start_record(&log).unwrap()["gates"][0];
     assert_eq!(gate["auto"], true, "{gate}");
     assert_eq!(gate["pi"], 0.0, "{gate}");
@@ -1275,7 +1315,13 @@ fn auto_pi_is_0_while_the_grafted_tree_holds_the_jobs_queue() {
     // proves nothing).
     wait_for(PATIENCE, "the job to send", || rig.classes().1 > 1 << 20);
     let pi = wait_for_some(PATIENCE, "4.5 s of counters", || pi_after(&log, 4.5));
-    assert_eq!(pi, 0.0, "{:?}", records(&log, "pi"));
+    assert_eq!(
+        pi,
+        0.0,
+        "{:?}\n{:#?}",
+        records(&log, "pi"),
+        records(&log, "counters")
+    );
     assert!(records(&log, "pi").is_empty(), "{:?}", records(&log, "pi"));
     std::fs::write(&go, "").unwrap();
     let status = tact.0.wait().unwrap();
@@ -1283,7 +1329,7 @@ fn auto_pi_is_0_while_the_grafted_tree_holds_the_jobs_queue() {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(err.contains("preemption interval 0ms, tuned"), "{err}");
 
-    // 1400 bytes a millisecond, 11 of tbf's 50 Mbit/s: no queue in the tree.
+    // 1400 bytes a millisecond, 11 of tbf's 20 Mbit/s: no queue in the tree.
     std::fs::remove_file(&log).unwrap();
     let job = format!("python3 -c \"{}\"", sender(&rig.sink(), 6.0));
     let (mut tact, log) = spawn_tact(&rig, dir.path(), &auto, &job);
