@@ -30,6 +30,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::actuate::affinity;
 use crate::actuate::cgroup_join::{self, JoinCheck};
 use crate::actuate::stale;
 use crate::actuate::tree::JobTree;
@@ -915,8 +916,15 @@ fn enable_cpu(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Writes one pid to `dir/cgroup.procs`; ESRCH means it exited.
+/// Writes one pid to `dir/cgroup.procs`; ESRCH means it exited. The process keeps its threads'
+/// CPU masks: before Linux 6.2, a move into a cgroup with another cpuset (on cgroup v2, any
+/// child of a parent with `cpuset` in its `subtree_control`) reset them to that cpuset's CPUs
+/// and undid a `taskset` the job had (a cgroup v2 VM on Debian 12's 6.1: `taskset -c 1 tact
+/// share --backend cgroup` split two CPUs 1:1, not one 1:3; kernel commit da019032819a, "sched:
+/// Enforce user requested affinity", ended that). A mask the new cpuset does not allow at all is
+/// left as the kernel set it.
 pub(crate) fn write_pid(dir: &Path, pid: i32) -> Result<()> {
+    let masks = affinity::save(pid).ok();
     let path = dir.join("cgroup.procs");
     fs::write(&path, pid.to_string()).map_err(|e| {
         if e.raw_os_error() == Some(libc::ESRCH) {
@@ -924,7 +932,12 @@ pub(crate) fn write_pid(dir: &Path, pid: i32) -> Result<()> {
         } else {
             Error::io(&path, e)
         }
-    })
+    })?;
+    if let Some(masks) = masks {
+        // Best effort, as above: EINVAL (no CPU of the mask in the new cpuset) or a thread gone.
+        let _ = masks.restore();
+    }
+    Ok(())
 }
 
 /// Moves `pid` to `target`, or to `fallback` when `target` is unknown or gone; a process that

@@ -45,10 +45,17 @@ pub fn join_before_exec(command: &mut Command, dirs: &[&Path]) -> Result<JoinChe
         })
         .collect::<Result<Vec<File>>>()?;
     let (report, tell) = report_pipe().map_err(|e| Error::io("pipe2", e))?;
-    // SAFETY: the closure calls write(2) only, which is async-signal-safe, and allocates
-    // nothing (an `io::Error` made from an errno is not boxed).
+    // SAFETY: the closure calls write(2) and sched_{get,set}affinity(2) only, which are
+    // async-signal-safe system calls, and allocates nothing (an `io::Error` made from an errno
+    // is not boxed; the CPU set is on the stack).
     unsafe {
         command.pre_exec(move || {
+            // The program keeps the CPU mask it inherits: before Linux 6.2 joining a cgroup
+            // with another cpuset reset it (see `cgroup_cpu::write_pid`). A mask the new
+            // cpuset does not allow at all stays as the kernel set it.
+            let mut mask: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            let had_mask = libc::sched_getaffinity(0, size, &mut mask) == 0;
             for (i, procs) in procs.iter().enumerate() {
                 let n = libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1);
                 if n == 1 {
@@ -66,6 +73,9 @@ pub fn join_before_exec(command: &mut Command, dirs: &[&Path]) -> Result<JoinChe
                 // A pipe takes up to PIPE_BUF bytes at once; the parent reads after the spawn.
                 libc::write(tell.as_raw_fd(), msg.as_ptr().cast(), REPORT);
                 return Err(io::Error::from_raw_os_error(errno));
+            }
+            if had_mask {
+                libc::sched_setaffinity(0, size, &mask);
             }
             Ok(())
         });
