@@ -283,12 +283,17 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     assert_eq!(read(&top.join("c/memory.max")), "max");
 
     // Disk: io.weight ("default N", 1..=10000) where it exists, else io.bfq.weight (1..=1000).
+    // Beside io.weight, io.bfq.weight gets the same weight on its scale (for disks using bfq).
     assert_eq!(tree.disk_knob(b).unwrap(), DiskKnob::IoWeight);
     let w = tree.set_disk_weight(b, 800).unwrap();
     assert!(w.clamp.is_none());
     assert_eq!(read(&top.join("a/b/io.weight")), "default 800");
+    assert_eq!(read(&top.join("a/b/io.bfq.weight")), "default 80");
+    tree.set_disk_weight(b, 4).unwrap();
+    assert_eq!(read(&top.join("a/b/io.bfq.weight")), "default 1");
     let w = tree.set_disk_weight(b, 20_000).unwrap();
     assert_eq!(w.clamp.unwrap().applied, 10_000);
+    assert_eq!(read(&top.join("a/b/io.bfq.weight")), "default 1000");
     assert_eq!(tree.disk_knob(c).unwrap(), DiskKnob::IoBfqWeight);
     let w = tree.set_disk_weight(c, 5000).unwrap();
     assert_eq!(

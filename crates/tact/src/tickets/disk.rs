@@ -113,11 +113,13 @@ pub fn disks(sys_block: &Path) -> Vec<Disk> {
 
 /// What the user must know about where `knob` acts: the BFQ weights act only on disks whose
 /// scheduler is bfq, so the disks that use another one are named (the jobs' I/O to those is not
-/// weighed); `io.weight` acts only where iocost is enabled.
+/// weighed); `io.weight` acts where iocost is enabled, and on disks using bfq through
+/// `io.bfq.weight`, which tact writes beside it.
 pub fn where_weights_act(knob: DiskKnob, disks: &[Disk]) -> String {
     if knob == DiskKnob::IoWeight {
         return "io.weight acts only on disks where iocost is enabled (io.cost.qos in the root \
-                cgroup); on the others the disk weights have no effect"
+                cgroup), io.bfq.weight (written beside it, on its 1-1000 scale) on disks using \
+                the bfq scheduler; on the others the disk weights have no effect"
             .into();
     }
     let (bfq, other): (Vec<&Disk>, Vec<&Disk>) = disks.iter().partition(|d| d.scheduler == "bfq");
