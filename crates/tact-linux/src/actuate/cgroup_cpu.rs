@@ -511,9 +511,10 @@ impl CpuGroups {
         groups.torn_down = false;
         // From here on, an error drops `groups`, which removes what was made.
         if groups.hier.version == CgroupVersion::V2 {
-            // Available there by construction: BASE's subtree_control has cpu.
+            // Available there by construction: BASE's subtree_control has cpu. Refused when
+            // BASE holds processes and took cpu as a threaded controller (see populated_error).
             let path = groups.dir.join("cgroup.subtree_control");
-            fs::write(&path, "+cpu").map_err(|e| Error::io(&path, e))?;
+            fs::write(&path, "+cpu").map_err(|e| populated_error(&path, e, libc::EOPNOTSUPP))?;
         }
         if let Some(acct) = &groups.acct_dir {
             mkdir(acct)?;
@@ -895,25 +896,32 @@ fn enable_cpu(dir: &Path) -> Result<bool> {
     if enabled.split_whitespace().any(|c| c == "cpu") {
         return Ok(false);
     }
-    fs::write(&path, "+cpu").map_err(|e| {
-        if e.raw_os_error() == Some(libc::EBUSY) {
-            Error::io(
-                &path,
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{e}: cannot enable cpu for the children of a cgroup that holds \
-                         processes; give tact an empty parent cgroup, or run it in a delegated \
-                         subtree (systemd-run --user --scope -p Delegate=yes) with its own process \
-                         in a leaf"
-                    ),
-                ),
-            )
-        } else {
-            Error::io(&path, e)
-        }
-    })?;
+    fs::write(&path, "+cpu").map_err(|e| populated_error(&path, e, libc::EBUSY))?;
     Ok(true)
+}
+
+/// The error of writing `+cpu` to `path`, explained when its errno is `populated`: the kernel's
+/// refusal to give the children of a cgroup that holds processes a controller. For BASE's own
+/// `subtree_control` that is EBUSY; `cpu` being a threaded controller, the kernel may instead
+/// take it there and refuse it one level down, in the new child's (then an invalid domain),
+/// with EOPNOTSUPP (a cgroup v2 VM on 6.1, tact in a populated `session.scope`: the bare
+/// "Operation not supported" said nothing of why).
+fn populated_error(path: &Path, e: io::Error, populated: i32) -> Error {
+    if e.raw_os_error() != Some(populated) {
+        return Error::io(path, e);
+    }
+    Error::io(
+        path,
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{e}: cannot enable cpu for the children of a cgroup that holds processes \
+                 (cgroup v2 keeps processes out of inner cgroups); give tact an empty parent \
+                 cgroup (--cgroup-parent DIR), or run it in a delegated subtree (systemd-run \
+                 --user --scope -p Delegate=yes) with its own process in a leaf"
+            ),
+        ),
+    )
 }
 
 /// Writes one pid to `dir/cgroup.procs`; ESRCH means it exited. The process keeps its threads'
@@ -1041,6 +1049,24 @@ pub(crate) fn writable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_for_a_populated_cgroup_says_why_and_others_pass_through() {
+        let path = Path::new("/sys/fs/cgroup/s.scope/tact-share-1/cgroup.subtree_control");
+        let refusal = io::Error::from_raw_os_error(libc::EOPNOTSUPP);
+        let msg = populated_error(path, refusal, libc::EOPNOTSUPP).to_string();
+        for want in [
+            "tact-share-1/cgroup.subtree_control",
+            "holds processes",
+            "--cgroup-parent",
+        ] {
+            assert!(msg.contains(want), "{want}: {msg}");
+        }
+        let other = io::Error::from_raw_os_error(libc::EACCES);
+        let msg = populated_error(path, other, libc::EOPNOTSUPP).to_string();
+        assert!(!msg.contains("holds processes"), "{msg}");
+        assert!(msg.contains("Permission denied"), "{msg}");
+    }
 
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
