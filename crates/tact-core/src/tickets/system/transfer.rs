@@ -6,7 +6,10 @@
 //! Its self ticket leaves `A` and the transfer ticket, of the same amount, takes its place, so
 //! every `A` and `V` in the model stays as it was with the waiter competing, and the server (if
 //! it competes) gains exactly the waiter's would-be `R` (§3 invariant 12). Ending the transfer
-//! revokes the ticket and restores the waiter's activity as it was.
+//! revokes the ticket and restores the waiter's activity as it was. One thing it does not
+//! restore: a waiter that competed for nothing becomes active through its ticket (the server
+//! holds it), and an exchange in which it gives what it has no value left for is then undone
+//! (invariant 8: it would pass negative rights on to the server); `Done::undone` reports it.
 
 use std::fmt;
 
