@@ -3,7 +3,7 @@ CARGO ?= cargo
 VENV  := .venv
 PY    := $(VENV)/bin/python
 
-.PHONY: build test python bench bench-quick bench-library bench-share bench-tune bench-idle bench-tickets demo lint clean
+.PHONY: build test check-v2 python bench bench-quick bench-library bench-share bench-tune bench-idle bench-tickets demo lint clean
 
 build:
 	$(CARGO) build --release -p tact
@@ -12,6 +12,14 @@ build:
 test: python
 	$(CARGO) test --workspace --all-targets
 	$(PY) -m pytest -q python/tests bench/tune
+
+# tact's cgroup v2 paths on a real kernel (tools/v2vm/README.md): boots Debian's 6.1 kernel under
+# qemu (TCG) with cgroup2 as the only hierarchy and runs tools/v2vm/tests/all.sh (share, idle,
+# tickets, delegated and populated cgroups, polite, tune --psi-cgroup, disk tickets) against
+# target/release/tact. Needs tools/v2vm/setup.sh run once as root; about 3.5 minutes on 2 cores.
+# Not part of `make test`.
+check-v2: build
+	tools/v2vm/run.sh all
 
 # The Python package `tact` (python/): maturin builds crates/tact-py into .venv, in place.
 python: $(PY)
