@@ -451,20 +451,39 @@ proptest! {
     }
 }
 
+/// Basic strict ALPS with sub-quantum checks, the configuration of the cases below.
+fn strict_with_checks(cpus: u32, io: bool) -> ShareConfig {
+    ShareConfig {
+        quantum_ns: Q,
+        lazy: false,
+        io,
+        cycle_bound: false,
+        checks: true,
+        mode: Mode::Strict,
+        cpus,
+    }
+}
+
+fn arrive(share: u64, threads: u32) -> Op {
+    Op::Arrive { share, threads }
+}
+
+fn tick(ticks: u64, use_frac: f64, blocked: u32) -> Op {
+    Op::Tick {
+        ticks,
+        use_frac,
+        blocked,
+    }
+}
+
+fn check(use_frac: f64) -> Op {
+    Op::Check { use_frac }
+}
+
 /// A case the random search found (CI, 2026-11-27): a check ended the cycle and continued an
 /// entity that was already running.
 #[test]
 fn a_check_that_ends_the_cycle_continues_only_stopped_entities() {
-    let cfg = ShareConfig {
-        quantum_ns: Q,
-        lazy: false,
-        io: false,
-        cycle_bound: false,
-        checks: true,
-        mode: Mode::Strict,
-        cpus: 3,
-    };
-    let arrive = |share, threads| Op::Arrive { share, threads };
     let ops = vec![
         arrive(1, 1),
         arrive(1, 1),
@@ -472,48 +491,19 @@ fn a_check_that_ends_the_cycle_continues_only_stopped_entities() {
         arrive(1, 1),
         arrive(3, 2),
         arrive(12, 3),
-        Op::Tick {
-            ticks: 1,
-            use_frac: 1.0,
-            blocked: 522_095_882,
-        },
-        Op::Tick {
-            ticks: 2,
-            use_frac: 0.503_817_394_657_296_7,
-            blocked: 3_300_563_862,
-        },
-        Op::Check {
-            use_frac: 0.909_393_564_257_540_3,
-        },
-        Op::Tick {
-            ticks: 2,
-            use_frac: 1.0,
-            blocked: 1_912_585_818,
-        },
-        Op::Check { use_frac: 1.0 },
+        tick(1, 1.0, 522_095_882),
+        tick(2, 0.503_817_394_657_296_7, 3_300_563_862),
+        check(0.909_393_564_257_540_3),
+        tick(2, 1.0, 1_912_585_818),
+        check(1.0),
     ];
-    run(cfg, ops).unwrap();
+    run(strict_with_checks(3, false), ops).unwrap();
 }
 
 /// Another (40,000 cases, the same day): a check holds an entity, finds only a blocked one left to
 /// run, and lifts every hold, its own new one with the older.
 #[test]
 fn a_check_lifts_every_hold_when_only_blocked_entities_are_left() {
-    let cfg = ShareConfig {
-        quantum_ns: Q,
-        lazy: false,
-        io: true,
-        cycle_bound: false,
-        checks: true,
-        mode: Mode::Strict,
-        cpus: 2,
-    };
-    let arrive = |share, threads| Op::Arrive { share, threads };
-    let tick = |ticks, use_frac, blocked| Op::Tick {
-        ticks,
-        use_frac,
-        blocked,
-    };
     let ops = vec![
         arrive(7, 1),
         arrive(2, 1),
@@ -522,16 +512,12 @@ fn a_check_lifts_every_hold_when_only_blocked_entities_are_left() {
         tick(1, 1.0, 343_999_816),
         arrive(1, 2),
         tick(2, 0.149_561_981_460_886_12, 2_703_293_632),
-        Op::Check {
-            use_frac: 0.814_844_274_374_295_2,
-        },
+        check(0.814_844_274_374_295_2),
         tick(3, 1.0, 44_472_161),
         tick(3, 1.0, 1_445_616_933),
-        Op::Check {
-            use_frac: 0.922_763_833_556_584_3,
-        },
+        check(0.922_763_833_556_584_3),
     ];
-    run(cfg, ops).unwrap();
+    run(strict_with_checks(2, true), ops).unwrap();
 }
 
 /// The true-consumption form of lazy soundness: every entity uses exactly `par·Q` per quantum

@@ -1423,20 +1423,18 @@ fn run(steps: &[(usize, Op)]) -> Result<World, TestCaseError> {
     Ok(w)
 }
 
-/// A model's JSON without the tickets named in `gone` (their ids as strings), as the model is
-/// after they are revoked: out of the ticket map and of every currency's issued and backing lists.
-fn without_tickets(mut model: serde_json::Value, gone: &[String]) -> serde_json::Value {
-    if gone.is_empty() {
-        return model;
-    }
+/// A model's JSON without the tickets `gone`, as the model is after they are revoked: out of the
+/// ticket map (keyed by id) and of every currency's issued and backing lists.
+fn without_tickets(mut model: serde_json::Value, gone: &[u64]) -> serde_json::Value {
+    let kept = |id: Option<u64>| !id.is_some_and(|id| gone.contains(&id));
     if let Some(tickets) = model["tickets"].as_object_mut() {
-        tickets.retain(|id, _| !gone.contains(id));
+        tickets.retain(|id, _| kept(id.parse().ok()));
     }
     if let Some(currencies) = model["currencies"].as_object_mut() {
         for c in currencies.values_mut() {
             for list in ["issued", "backing"] {
                 if let Some(ids) = c[list].as_array_mut() {
-                    ids.retain(|id| !gone.contains(&id.to_string()));
+                    ids.retain(|id| kept(id.as_u64()));
                 }
             }
         }
@@ -1506,10 +1504,10 @@ fn transfer_case(
             k
         );
     }
-    let gone: Vec<String> = done
+    let gone: Vec<u64> = done
         .undone
         .iter()
-        .flat_map(|x| x.tickets.iter().map(|t| t.0.to_string()))
+        .flat_map(|x| x.tickets.iter().map(|t| t.0))
         .collect();
     let before = without_tickets(before, &gone);
     w.s.model().check_exact().map_err(TestCaseError::fail)?;

@@ -5,9 +5,8 @@ pass() { echo "RESULT $1 PASS ${*:2}"; echo "$1 PASS ${*:2}" >> /tmp/summary; }
 fail() { echo "RESULT $1 FAIL ${*:2}"; echo "$1 FAIL ${*:2}" >> /tmp/summary; }
 note() { echo "NOTE: $*"; }
 usage() { sed -n 's/^usage_usec //p' "$1/cpu.stat"; }          # cgroup cpu usage (us)
-ptime() { awk '{print $14+$15}' /proc/$1/stat 2>/dev/null; }   # process utime+stime (ticks)
 # utime+stime (ticks) of a process and all its descendants alive now (spin.sh's loop runs in a
-# child of timeout, so ptime of the pid started alone reads 0). Builtins only: forks are slow
+# child of timeout, so the pid started alone reads 0). Builtins only: forks are slow
 # under TCG, and a slow sample can land after the spinners' timeout.
 treetime() { TT=0; _treetime "$1"; echo $TT; }
 _treetime() { local f k c pst; read -r -a pst < /proc/$1/stat 2>/dev/null && TT=$((TT + pst[13] + pst[14]))
