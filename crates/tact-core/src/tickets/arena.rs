@@ -72,6 +72,10 @@ impl ArenaRule {
     ///   jobs below their floors, the jobs above theirs give up together what those miss (the
     ///   deficit), each in proportion to how far above its floor it is: its limit becomes its
     ///   usage less its part, never under [`ArenaRule::lowest`] and never above its limit now.
+    ///   They give at least what takes the arena out of the margin: a protected job that stays
+    ///   a few bytes short of its floor would otherwise have them give those few bytes again at
+    ///   every step, for as many steps as the margin holds deficits (a minute and more at 100 ms
+    ///   for a deficit of a few hundred bytes), with the limits moving all that time.
     /// - With room to spare (free memory beyond the deficit and the margin), each limited job's
     ///   limit rises by its part of the spare, at most `step`, and is lifted once it reaches the
     ///   arena's limit.
@@ -91,7 +95,9 @@ impl ArenaRule {
             if total == 0 {
                 return jobs.iter().map(kept).collect();
             }
-            let need = deficit.min(total);
+            let out_of_margin =
+                (arena.usage.saturating_add(self.margin + 1)).saturating_sub(arena.limit);
+            let need = deficit.max(out_of_margin).min(total);
             return jobs
                 .iter()
                 .map(|j| {
