@@ -608,37 +608,134 @@ proptest! {
         late in any::<bool>(),
         seed in any::<u64>(),
     ) {
-        let params = TuneParams {
-            util: target,
-            room,
-            steady_min: Duration::from_secs(5),
-            steady_max: Duration::from_secs(5),
-            steady_jitter: 0.0,
-            fast,
-            slow_start: fast,
-            n_max: 64,
-            ..paper(4)
-        };
-        let rate = move |n: usize| {
-            let x = CAPACITY * (1.0 - (-(n as f64) / scale).exp());
-            match peak {
-                Some(k) if n > k => x * (k as f64 / n as f64).powi(2),
-                _ => x,
-            }
-        };
-        let truth = move |n: usize| level.unwrap_or(rate(n) / CAPACITY);
-        let mut lcg = Lcg(seed);
-        let hint = move |n: usize| truth(n) + noise * (2.0 * lcg.uniform() - 1.0);
-        let mut pool = if late {
-            settle(Pool::new(params.clone(), move |n, _| rate(n)), 1).with_hint(TENTH, hint)
-        } else {
-            Pool::new(params.clone(), move |n, _| rate(n)).with_hint(TENTH, hint)
-        };
-        prop_assert!(pool.until_steady(8, MAX), "{:?}", pool.moves());
-        check_climbs(&pool.trace);
-        for t in pool.trace.iter().filter(|t| t.reason == Reason::Room) {
-            // The mean over at least two windows is within the noise's reach of the truth.
-            prop_assert!(truth(t.target_from) < target - room + noise, "{:?}", t);
-        }
+        let case = FlipFlop { scale, peak, level, noise, target, room, fast, late, seed };
+        no_flip_flop(&case)?;
     }
+}
+
+/// A case of the flip-flop property.
+struct FlipFlop {
+    /// The curve's scale: x(n) = C·(1 − e^(−n/scale)), falling as (peak/n)² past `peak`.
+    scale: f64,
+    peak: Option<usize>,
+    /// Reports of a resource that never fills, instead of the true utilization.
+    level: Option<f64>,
+    /// Up to ± this on each report.
+    noise: f64,
+    target: f64,
+    room: f64,
+    fast: bool,
+    /// The hint starts after a first steady state.
+    late: bool,
+    seed: u64,
+}
+
+/// Runs `c` for eight steady states and checks it (the property's doc); the trace.
+fn no_flip_flop(c: &FlipFlop) -> Result<Vec<Transition>, TestCaseError> {
+    let params = TuneParams {
+        util: c.target,
+        room: c.room,
+        steady_min: Duration::from_secs(5),
+        steady_max: Duration::from_secs(5),
+        steady_jitter: 0.0,
+        fast: c.fast,
+        slow_start: c.fast,
+        n_max: 64,
+        ..paper(4)
+    };
+    let (scale, peak, level, noise) = (c.scale, c.peak, c.level, c.noise);
+    let rate = move |n: usize| {
+        let x = CAPACITY * (1.0 - (-(n as f64) / scale).exp());
+        match peak {
+            Some(k) if n > k => x * (k as f64 / n as f64).powi(2),
+            _ => x,
+        }
+    };
+    let truth = move |n: usize| level.unwrap_or(rate(n) / CAPACITY);
+    let mut lcg = Lcg(c.seed);
+    let hint = move |n: usize| truth(n) + noise * (2.0 * lcg.uniform() - 1.0);
+    let mut pool = if c.late {
+        settle(Pool::new(params.clone(), move |n, _| rate(n)), 1).with_hint(TENTH, hint)
+    } else {
+        Pool::new(params.clone(), move |n, _| rate(n)).with_hint(TENTH, hint)
+    };
+    prop_assert!(pool.until_steady(8, MAX), "{:?}", pool.moves());
+    check_climbs(&pool.trace);
+    check_room_reads(&pool.trace, truth, c.target, c.room, c.noise)?;
+    Ok(pool.trace)
+}
+
+/// Every climb of the room rule left a steady state whose reports read below `util − room`:
+/// the truth at its count is within the noise's reach of that (the mean over at least two
+/// windows), give or take the one report that straddles the steady state's entry. A host
+/// reports the mean over its period, and the controller credits it to the period's part after
+/// the count settled (`Tcc::take_hint`), so up to one period (`TENTH`) of the counts held just
+/// before the entry reads into the steady state's mean, weighted by that period over the time
+/// the state held.
+fn check_room_reads(
+    trace: &[Transition],
+    truth: impl Fn(usize) -> f64,
+    target: f64,
+    room: f64,
+    noise: f64,
+) -> Result<(), TestCaseError> {
+    let period = TENTH.as_secs_f64();
+    for (i, t) in trace
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.reason == Reason::Room)
+    {
+        let Some(e) = trace[..i].iter().rposition(|e| e.to == Phase::Steady) else {
+            return Err(TestCaseError::fail(format!(
+                "a room climb from no steady state: {t:?}"
+            )));
+        };
+        let entry = trace[e].at;
+        let before = trace[..=e]
+            .iter()
+            .rev()
+            .take_while(|b| b.at + TENTH >= entry)
+            .map(|b| (truth(b.target_from) - truth(t.target_from)).abs())
+            .fold(0.0, f64::max);
+        let held = (t.at - entry).as_secs_f64();
+        let leak = if held > 2.0 * period {
+            before * period / (held - period)
+        } else {
+            before
+        };
+        prop_assert!(
+            truth(t.target_from) < target - room + noise + leak,
+            "{:?} (leak {})",
+            t,
+            leak
+        );
+    }
+    Ok(())
+}
+
+/// The flip-flop property's rare failure (2 cases in about 138,000, ~0.1% of CI runs; this one
+/// seed 0, no noise): the steady state at 9 that a removal's `Lost` restored from 8 climbed by
+/// the room rule 1.2 s in, though 9 reads 0.7851, 0.0005 above `util − room`. Its first report
+/// covered 8's 0.7451 too, and the mean of its windows came out below the threshold: the room
+/// rule did as documented with the reports it was given, and the check allows the straddling
+/// report.
+#[test]
+fn the_report_across_a_steady_entry_reads_the_count_before_into_the_room_rule() {
+    let case = FlipFlop {
+        scale: 5.853198038760938,
+        peak: Some(10),
+        level: None,
+        noise: 0.0,
+        target: 0.8067667803021115,
+        room: 0.02215740810131772,
+        fast: false,
+        late: false,
+        seed: 0,
+    };
+    let trace = no_flip_flop(&case).unwrap();
+    let climbs: Vec<_> = trace.iter().filter(|t| t.reason == Reason::Room).collect();
+    assert_eq!(climbs.len(), 1, "{climbs:?}");
+    assert_eq!(climbs[0].target_from, 9);
+    let truth_at_9 = 1.0 - (-9.0 / case.scale).exp();
+    assert!(truth_at_9 > case.target - case.room, "{truth_at_9}");
 }
