@@ -1,7 +1,13 @@
 #!/bin/bash
 # Usage: tools/v2vm/run.sh TEST [TACT_BINARY]
-#   TEST: a script in tools/v2vm/tests (all, paths, paths_quick, more_only, nocpuset, disk, smoke).
+#   TEST: a script in tools/v2vm/tests (all, paths, paths_quick, more_only, nocpuset, disk, smoke,
+#   cargo_tests).
 #   TACT_BINARY: default target/release/tact of this repository (`make build`).
+#   cargo_tests: V2VM_TESTBINS="BIN..." (test binaries of `cargo test --release --no-run`), each
+#   copied to its own path, with TACT_BINARY where they expect CARGO_BIN_EXE_tact (TARGET/tact
+#   for TARGET/release/deps/BIN... of `--release`: the TARGET/PROFILE/tact next to deps), and this
+#   repository's crates/*/tests/fixtures at their paths; V2VM_TESTARGS (test name filters and
+#   options), V2VM_TESTCG (run them in that non-root cgroup), V2VM_TESTTIMEOUT (s per binary, 1200).
 # Builds an initramfs (busybox-static, the tact binary and its libraries, host dash/coreutils/
 # procps/iproute2, tests/*.sh, the kernel modules it needs), boots the Debian kernel unpacked by
 # setup.sh under qemu (TCG) with cgroup2 as the only hierarchy (cgroup_no_v1=all), runs
@@ -82,6 +88,31 @@ if [ "${HOSTTOOLS:-1}" = 1 ]; then
   rm -f "$R/bin/sh"; copy_bin "$(type -P dash)" /bin/dash; ln -sf dash "$R/bin/sh"
 fi
 copy_bin "$TACT" /bin/tact
+if [ "$TEST" = cargo_tests ]; then
+  [ -n "${V2VM_TESTBINS:-}" ] || die "cargo_tests: set V2VM_TESTBINS to the test binaries' paths"
+  # Files at their host paths go below /v2files, which cargo_tests.sh copies to / (/init mounts
+  # a tmpfs on /tmp, where target directories often are).
+  V=/v2files
+  for t in $V2VM_TESTBINS; do
+    { [ -f "$t" ] && [ -x "$t" ]; } || die "test binary '$t' missing or not executable"
+    t=$(readlink -f "$t"); copy_bin "$t" "$V$t"
+    # env!("CARGO_BIN_EXE_tact") is PROFILE_DIR/tact, PROFILE_DIR the parent of deps.
+    exe=$(dirname "$(dirname "$t")")/tact
+    if grep -qaF "$exe" "$t"; then
+      [ -e "$R$V$exe" ] || copy_bin "$TACT" "$V$exe"
+    else
+      echo "run.sh: note: $t does not name $exe: no tact put there for it"
+    fi
+    # CARGO_TARGET_TMPDIR: TARGET/tmp.
+    mkdir -p "$R$V/$(dirname "$(dirname "$(dirname "$t")")")/tmp"
+  done
+  for d in "$REPO"/crates/*/tests/fixtures; do mkdir -p "$R$V$d"; cp -r "$d/." "$R$V$d/"; done
+  # Tools the tests name by absolute path (AS_NOBODY's setpriv, TASKSET).
+  for b in setpriv taskset; do p=$(type -P "$b") && copy_bin "$p" "/usr/bin/$b"; done
+  { echo "TESTBINS='$(for t in $V2VM_TESTBINS; do readlink -f "$t"; done | tr '\n' ' ')'"
+    echo "TESTARGS='${V2VM_TESTARGS:-}' TESTCG='${V2VM_TESTCG:-}' TESTTIMEOUT='${V2VM_TESTTIMEOUT:-1200}'"
+  } > "$R/tests/cargo_tests.conf"
+fi
 copy_bin /lib64/ld-linux-x86-64.so.2
 echo 'root:x:0:0:root:/root:/bin/sh' > "$R/etc/passwd"
 echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> "$R/etc/passwd"
@@ -123,12 +154,14 @@ echo "run.sh: wall time $(echo "$T1 - $T0" | bc) s (accel '$ACCEL')" | tee -a "$
 
 # Verdict: the test must have reached its end (init prints "V2VM: test exit") with no FAIL.
 tr -d '\r' < "$LOG" > "$LOG.tmp" && mv "$LOG.tmp" "$LOG"
-npass=$(grep -c '^RESULT .* PASS' "$LOG" || true)
-nfail=$(grep -c '^RESULT .* FAIL' "$LOG" || true)
+npass=$(grep -c '^RESULT [^ ]* PASS' "$LOG" || true)
+nfail=$(grep -c '^RESULT [^ ]* FAIL' "$LOG" || true)
+nskip=$(grep -c '^RESULT [^ ]* SKIP' "$LOG" || true)
 if ! grep -q '^V2VM: test exit' "$LOG"; then
   echo "run.sh: $TEST did not finish (no 'V2VM: test exit' in $LOG); $npass PASS, $nfail FAIL so far" >&2
   exit 1
 fi
-echo "run.sh: $TEST: $npass PASS, $nfail FAIL (log $LOG)"
-grep '^RESULT .* FAIL' "$LOG" >&2 && exit 1
+skips=""; [ "$nskip" -eq 0 ] || skips=", $nskip SKIP"
+echo "run.sh: $TEST: $npass PASS, $nfail FAIL$skips (log $LOG)"
+grep '^RESULT [^ ]* FAIL' "$LOG" >&2 && exit 1
 exit 0

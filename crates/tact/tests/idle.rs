@@ -158,6 +158,8 @@ struct TestCgroups {
     /// The cpu hierarchy's directory first.
     dirs: Vec<PathBuf>,
     version: CgroupVersion,
+    /// Made by the test, and removed on drop (not the v2 root of [`TestCgroups::for_idle_group`]).
+    owned: bool,
 }
 
 impl TestCgroups {
@@ -191,6 +193,7 @@ impl TestCgroups {
         let mut made = TestCgroups {
             dirs: Vec::new(),
             version: hier.version,
+            owned: true,
         };
         for base in bases {
             let dir = base.join(&name);
@@ -198,6 +201,56 @@ impl TestCgroups {
             made.dirs.push(dir);
         }
         Ok(made)
+    }
+
+    /// Where a tact started in them can make its idle group with `cpu.idle`, for the tests that
+    /// check the group. On v1: new cgroups, as [`TestCgroups::new`]. On v2: the root cgroup, when
+    /// the test runs there (a VM, tools/v2vm), left in place on drop: the kernel refuses the cpu
+    /// controller below any other cgroup that holds a process, and tact is one in its own.
+    fn for_idle_group(what: &str) -> Result<TestCgroups, String> {
+        let hier = CpuHierarchy::detect().map_err(|e| format!("no cpu cgroup: {e}"))?;
+        if hier.version == CgroupVersion::V1 {
+            let made = TestCgroups::new(what)?;
+            if !made.cpu().join("cpu.idle").exists() {
+                return Err("the kernel has no cpu.idle in the v1 cpu hierarchy".into());
+            }
+            return Ok(made);
+        }
+        if !nix::unistd::geteuid().is_root() {
+            return Err("making cgroups needs root".into());
+        }
+        // No cgroup to look for cpu.idle in yet: the kernel's version says (5.15 added it).
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let version: Vec<u32> = (release.split(|c: char| !c.is_ascii_digit()).take(2))
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if version.len() < 2 || (version[0], version[1]) < (5, 15) {
+            let release = release.trim();
+            return Err(format!("kernel {release:?}: no cpu.idle before 5.15"));
+        }
+        let own = hier.own_cgroup().map_err(|e| e.to_string())?;
+        if own != hier.cpu.dir {
+            return Err(format!(
+                "on cgroup v2 tact's idle group needs tact in the root cgroup (the kernel refuses \
+                 the cpu controller below another cgroup that holds a process, tact itself); the \
+                 test runs in {}",
+                own.display()
+            ));
+        }
+        // Only the real root may hold processes and give its children a controller: in a cgroup
+        // namespace, the namespace's root cannot.
+        let control = own.join("cgroup.subtree_control");
+        let enabled = std::fs::read_to_string(&control).unwrap_or_default();
+        if !enabled.split_whitespace().any(|c| c == "cpu") {
+            std::fs::write(&control, "+cpu")
+                .map_err(|e| format!("cannot enable cpu in {}: {e}", control.display()))?;
+            let _ = std::fs::write(&control, "-cpu");
+        }
+        Ok(TestCgroups {
+            dirs: vec![own],
+            version: hier.version,
+            owned: false,
+        })
     }
 
     fn cpu(&self) -> &Path {
@@ -232,6 +285,9 @@ impl TestCgroups {
 
 impl Drop for TestCgroups {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         for dir in &self.dirs {
             // Processes that just exited may linger in the cgroup for a moment; a group tact
             // left behind (a failed test) goes first.
@@ -261,15 +317,8 @@ fn cpu_cgroup(pid: i32) -> PathBuf {
 /// that outlives the job is back in tact's cgroup.
 #[test]
 fn idle_cpu_puts_the_job_in_an_idle_cgroup_and_removes_it_after() {
-    let cgroups = match TestCgroups::new("idle-cgroup") {
-        Ok(c) if c.version == CgroupVersion::V1 && c.cpu().join("cpu.idle").exists() => c,
-        Ok(_) => {
-            eprintln!(
-                "skipped: cgroup v2 refuses a cpu controller below a cgroup that holds a process \
-                 (tact), or the kernel has no cpu.idle"
-            );
-            return;
-        }
+    let cgroups = match TestCgroups::for_idle_group("idle-cgroup") {
+        Ok(c) => c,
         Err(why) => {
             eprintln!("skipped: {why}");
             return;
@@ -847,14 +896,8 @@ fn dir_in(text: &str, hier: &CpuHierarchy, acct: bool) -> PathBuf {
 /// separate cpuacct one, and the group is gone at the end.
 #[test]
 fn idle_cpu_job_is_in_its_idle_cgroup_from_its_first_instruction() {
-    let cgroups = match TestCgroups::new("first-look") {
-        Ok(c) if c.version == CgroupVersion::V1 && c.cpu().join("cpu.idle").exists() => c,
-        Ok(_) => {
-            eprintln!(
-                "skipped: the test's cgroups are on cgroup v2, or the kernel has no cpu.idle"
-            );
-            return;
-        }
+    let cgroups = match TestCgroups::for_idle_group("first-look") {
+        Ok(c) => c,
         Err(why) => {
             eprintln!("skipped: {why}");
             return;

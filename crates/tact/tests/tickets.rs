@@ -170,10 +170,12 @@ struct Ran {
 }
 
 /// Runs `setup` pinned to CPU 1 with the cgroup backend under test cgroups for `secs` seconds,
-/// and checks that it removed its cgroups. `None` (with the reason printed) when this machine
-/// cannot: not root, or no cgroup v1 cpu hierarchy.
+/// and checks that it removed its cgroups. The test cgroup is a child of the cpu hierarchy's
+/// root that holds no process, so that on cgroup v2 tact may enable the cpu controller there
+/// (`--cgroup-parent`) wherever the test itself runs. `None` (with the reason printed) when this
+/// machine cannot: not root, or no writable cpu hierarchy.
 fn run_on_one_cpu(name: &str, setup: &str, secs: u32) -> Option<Ran> {
-    use tact_linux::actuate::cgroup_cpu::{self, CgroupVersion, CpuHierarchy};
+    use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
     if !nix::unistd::geteuid().is_root() {
         eprintln!("skipped: the cgroup backend needs root");
         return None;
@@ -182,12 +184,12 @@ fn run_on_one_cpu(name: &str, setup: &str, secs: u32) -> Option<Ran> {
         eprintln!("skipped: no cpu cgroup hierarchy");
         return None;
     };
-    if hier.version != CgroupVersion::V1 || cgroup_cpu::can_use(None, "tact-test-probe").is_err() {
-        eprintln!("skipped: needs a writable cgroup v1 cpu hierarchy");
-        return None;
-    }
     let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
     let cpu = TestCgroup::create(&hier.cpu.dir, &format!("tickets-{name}"));
+    if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
+        eprintln!("skipped: {why}");
+        return None;
+    }
     // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
     let acct = hier
         .cpuacct
@@ -345,11 +347,10 @@ fn run_divides_one_cpu_by_tickets_logs_every_interval_and_cleans_up() {
         return;
     };
     assert_eq!(ran.out.status.code(), Some(0), "{}", ran.stderr);
-    assert!(
-        ran.stderr.contains("backend cgroup (cpu.shares"),
-        "{}",
-        ran.stderr
-    );
+    use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
+    let version = CpuHierarchy::detect().unwrap().version;
+    let backend = format!("backend cgroup ({}", version.weight_file());
+    assert!(ran.stderr.contains(&backend), "{}", ran.stderr);
 
     // One object per interval, each with every job and the contract's fields.
     assert!(
@@ -374,12 +375,17 @@ fn run_divides_one_cpu_by_tickets_logs_every_interval_and_cleans_up() {
             assert!(j["cpu_ns"].is_u64(), "{j}");
         }
     }
-    // All three compete throughout: 1/6, 1/3, 1/2, in weights 1:2:3 of the top of the range.
+    // All three compete throughout: 1/6, 1/3, 1/2, in weights 1:2:3 of the top of the range
+    // (cpu.shares 2-262144 on v1, cpu.weight 1-10000 on v2).
     let last = &ran.intervals[ran.intervals.len() - 1]["jobs"];
     let weights: Vec<u64> = (0..3)
         .map(|i| last[i]["weight"]["cpu"].as_u64().unwrap())
         .collect();
-    assert_eq!(weights, [87381, 174763, 262144]);
+    let want = match version {
+        CgroupVersion::V1 => [87381, 174763, 262144],
+        CgroupVersion::V2 => [3333, 6667, 10000],
+    };
+    assert_eq!(weights, want);
 
     let achieved = ran.achieved();
     let expected: Vec<f64> = (0..3)

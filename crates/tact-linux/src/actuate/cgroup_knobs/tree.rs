@@ -496,10 +496,20 @@ fn enable_controllers(dir: &Path, wanted: &[&'static str]) -> (Vec<&'static str>
         }
         match write_control(dir, &format!("+{c}")) {
             Ok(()) => added.push(c),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => failed.push(format!(
-                "{c}: {e} (a cgroup holding processes cannot enable controllers for children: \
-                 give tact an empty parent, or a delegated subtree whose own process is in a leaf)"
-            )),
+            // EBUSY for the first controller; once a threaded one (cpu, pids) is in, which the
+            // kernel takes in a cgroup with processes, a domain one (memory, io) gets EOPNOTSUPP
+            // instead (a cgroup v2 VM on 6.1, a daemon in a populated session.scope).
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    || (e.raw_os_error() == Some(libc::EOPNOTSUPP)
+                        && read_procs(dir).is_ok_and(|p| !p.is_empty())) =>
+            {
+                failed.push(format!(
+                    "{c}: {e} (a cgroup holding processes cannot enable controllers for \
+                     children: give tact an empty parent, or a delegated subtree whose own \
+                     process is in a leaf)"
+                ))
+            }
             Err(e) => failed.push(format!("{c}: {e}")),
         }
     }
