@@ -977,14 +977,21 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "FILE")]
     pub tickets_setup: Option<PathBuf>,
     /// As root, the daemon enforces the rights of attached processes with cgroup knobs: each is
-    /// moved into its own cgroup NAME/pidPID (in the daemon's own cgroup of the cpu, memory and
-    /// blkio/io hierarchies) with CPU and disk weights ∝ its rights and its memory rights as
+    /// moved into its own cgroup NAME/pidPID (in the daemon's own cgroup, or --cgroup-parent, of
+    /// the cpu, memory and blkio/io hierarchies) with CPU and disk weights ∝ its rights and its memory rights as
     /// protection, rewritten as clients start and stop competing (every 100 ms). The cgroups
     /// exist while clients are attached and are removed at exit, clients moved back. What a
     /// SIGKILLed daemon leaves is removed by the next one once empty (a restarted daemon moves
     /// its clients into its own cgroups) [default: tact-tickets-PID].
     #[arg(long, value_name = "NAME", value_parser = cgroup_name)]
     pub tickets_cgroup: Option<String>,
+    /// Make the NAME tree under DIR, a directory of the cpu hierarchy, instead of in the
+    /// daemon's own cgroup. On cgroup v2 the kernel gives the children of a cgroup that holds
+    /// processes no controllers (but the root's), so a daemon in a service's or a session's
+    /// cgroup needs an empty one here, e.g. /sys/fs/cgroup/tact-clients made before it starts
+    /// (docs/tickets.md, "Running the daemon") [default: the daemon's own cgroup].
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_parent: Option<PathBuf>,
     /// Serve the tickets model without applying it. By default a root daemon applies it with
     /// cgroup knobs (--tickets-cgroup), and an unprivileged daemon applies the CPU rights of its
     /// own user's attached processes with the share engine of `tact share` (SIGSTOP/SIGCONT duty

@@ -19,8 +19,8 @@ use tact_linux::ProcReader;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Why the cgroup tests cannot run here, if they cannot.
-fn cannot_enforce() -> Option<String> {
+/// Why the daemon cannot make cgroups here, if it cannot.
+fn cannot_make_cgroups() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not root".into());
     }
@@ -29,6 +29,26 @@ fn cannot_enforce() -> Option<String> {
         Ok(false) => Some("no cpu cgroup controller".into()),
         Err(e) => Some(format!("cannot read the cgroup mounts: {e}")),
     }
+}
+
+/// Why the daemon cannot enforce in its own cgroup here, if it cannot. The daemon, the test's
+/// child, makes its tree in its own cgroup: on cgroup v2 the kernel gives the children of a
+/// cgroup that holds processes no controllers unless it is the root, so there the test must run
+/// in the root cgroup (a VM: tools/v2vm), not in a session scope.
+fn cannot_enforce() -> Option<String> {
+    use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
+    if let Some(why) = cannot_make_cgroups() {
+        return Some(why);
+    }
+    let hier = CpuHierarchy::detect().ok()?;
+    let own = hier.own_cgroup().ok()?;
+    (hier.version == CgroupVersion::V2 && own != hier.cpu.dir).then(|| {
+        format!(
+            "on cgroup v2 the daemon's tree in its own cgroup needs the root cgroup (the kernel \
+             refuses controllers below another cgroup that holds a process); the test runs in {}",
+            own.display()
+        )
+    })
 }
 
 /// A daemon with its socket, state and stderr in one temporary directory; killed when dropped.
@@ -145,6 +165,22 @@ impl Drop for Spinners {
 struct TreeDirs(Vec<PathBuf>);
 
 impl TreeDirs {
+    /// New empty cgroups `name` at the root of each hierarchy of the daemon's tree (one on v2),
+    /// the cpu one first.
+    fn made_at_the_roots(name: &str) -> TreeDirs {
+        let h = Hierarchies::detect().unwrap();
+        let mounts = Controller::ALL.into_iter().filter_map(|c| h.get(c).ok());
+        let mut dirs = Vec::new();
+        for mount in mounts.map(|m| &m.mount).chain(h.cpuacct.as_ref()) {
+            let dir = mount.dir.join(name);
+            if !dirs.contains(&dir) {
+                fs::create_dir(&dir).unwrap();
+                dirs.push(dir);
+            }
+        }
+        TreeDirs(dirs)
+    }
+
     fn of(name: &str) -> TreeDirs {
         let text = fs::read_to_string("/proc/self/cgroup").unwrap();
         let mut dirs = Vec::new();
@@ -304,6 +340,101 @@ fn clients_get_cgroups_weighted_by_their_rights_until_detached_or_the_daemon_exi
             stat.state
         );
     }
+}
+
+/// `--cgroup-parent DIR`: the tree is made in DIR (on v1 in each controller's tree), which stays
+/// when the tree goes; a DIR that is not a cgroup, or on v1 one missing from a controller's tree,
+/// stops the daemon at the start with status 2 and the reason.
+#[test]
+fn a_cgroup_parent_holds_the_tree_and_a_parent_it_cannot_use_stops_the_daemon() {
+    if let Some(why) = cannot_make_cgroups() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let refused = |parent: &Path| -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = daemon(dir.path(), &["--cgroup-parent", parent.to_str().unwrap()])
+            .spawn()
+            .unwrap();
+        let mut status = None;
+        wait_for(PATIENCE, "the daemon to refuse its parent", || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        let stderr = fs::read_to_string(dir.path().join("stderr")).unwrap();
+        assert_eq!(status.unwrap().code(), Some(2), "{stderr}");
+        assert!(!dir.path().join("s").exists(), "no socket bound: {stderr}");
+        stderr
+    };
+    let not_a_cgroup = tempfile::tempdir().unwrap();
+    let err = refused(not_a_cgroup.path());
+    assert!(err.contains("not a cgroup directory"), "{err}");
+
+    let (pname, tname) = (
+        format!("tact-test-dp-{}", std::process::id()),
+        format!("tact-test-d2-{}", std::process::id()),
+    );
+    let parents = TreeDirs::made_at_the_roots(&pname);
+    let cpu_parent = parents.0[0].clone();
+    if parents.0.len() > 1 {
+        // v1: in the cpu hierarchy only, for a moment.
+        let others = &parents.0[1..];
+        for d in others {
+            fs::remove_dir(d).unwrap();
+        }
+        let err = refused(&cpu_parent);
+        assert!(err.contains("make it there too"), "{err}");
+        for d in others {
+            fs::create_dir(d).unwrap();
+        }
+    }
+    // v2, run from a cgroup other than the root (the daemon's own then holds processes): no
+    // parent given, the daemon serves the model unapplied and says what to do.
+    let hier = tact_linux::actuate::cgroup_cpu::CpuHierarchy::detect().unwrap();
+    if cannot_enforce().is_some() && cannot_make_cgroups().is_none() {
+        let d = Daemon::start(&["--tickets-cgroup", &tname]);
+        wait_for(PATIENCE, "the daemon to say it does not enforce", || {
+            d.stderr().contains("served but not enforced")
+        });
+        let err = d.stderr();
+        assert!(err.contains("--cgroup-parent"), "{err}");
+        let own = hier.own_cgroup().unwrap();
+        assert!(err.contains(&own.display().to_string()), "{err}");
+    }
+    let tree = TreeDirs(parents.0.iter().map(|p| p.join(&tname)).collect());
+    let spin = Spinners::new(1);
+    let pid = spin.pid(0);
+    let mut d = Daemon::start(&[
+        "--tickets-cgroup",
+        &tname,
+        "--cgroup-parent",
+        cpu_parent.to_str().unwrap(),
+    ]);
+    // Said at the start (the socket is bound first).
+    let named = format!("/{pname}/{tname} (made at the first attach)");
+    wait_for(PATIENCE, "the daemon to say where its tree goes", || {
+        d.stderr().contains(&named)
+    });
+    d.ok(&["create", "A"]);
+    d.ok(&["fund", "A", "--from", "base", "--cpu", "1000"]);
+    d.ok(&["attach", &pid.to_string(), "--from", "A", "--cpu", "100"]);
+    let mut show = Value::Null;
+    wait_for(PATIENCE, "the client's cpu knob", || {
+        show = d.json(&["show"]);
+        cpu_knob(&show, pid).is_some()
+    });
+    let (file, _) = cpu_knob(&show, pid).unwrap();
+    assert!(file.starts_with(cpu_parent.join(&tname)), "{file:?}");
+    assert!(in_tree(pid, &format!("{pname}/{tname}")));
+    assert_eq!(d.terminate(), 0, "{}", d.stderr());
+    assert!(!in_tree(pid, &pname), "moved back at the exit");
+    let left = tree.existing();
+    assert!(left.is_empty(), "left: {left:?}\n{}", d.stderr());
+    assert_eq!(
+        parents.existing().len(),
+        parents.0.len(),
+        "the parent stays"
+    );
 }
 
 #[test]

@@ -47,7 +47,8 @@ use registry::{Peer, Registry};
 /// Stack of a connection thread: requests are small and parsed with bounded recursion.
 const CONNECTION_STACK: usize = 512 * 1024;
 
-/// The exit status for a `--tickets-setup` file that is wrong (as for a bad command line).
+/// The exit status for a `--tickets-setup` file that is wrong, or a `--cgroup-parent` that is not
+/// a cgroup of the cpu hierarchy (as for a bad command line).
 const BAD_SETUP: i32 = 2;
 
 pub fn run(args: &DaemonArgs) -> Result<i32> {
@@ -90,7 +91,24 @@ pub fn run(args: &DaemonArgs) -> Result<i32> {
     // one's (tact_linux::actuate::stale).
     let cgroup = (args.tickets_cgroup.clone())
         .unwrap_or_else(|| format!("tact-tickets-{}", std::process::id()));
-    let knobs = tickets_knobs::Knobs::detect(&cgroup, root, args.no_tickets_enforce);
+    if args.cgroup_parent.is_some() && (!root || args.no_tickets_enforce) {
+        eprintln!(
+            "tact daemon: --cgroup-parent is not used: only a root daemon that enforces the \
+             tickets makes cgroups"
+        );
+    }
+    let knobs = match tickets_knobs::Knobs::detect(
+        &cgroup,
+        args.cgroup_parent.as_deref(),
+        root,
+        args.no_tickets_enforce,
+    ) {
+        Ok(knobs) => knobs,
+        Err(e) => {
+            eprintln!("tact daemon: {e}");
+            return Ok(BAD_SETUP);
+        }
+    };
     let tickets = tickets::Tickets::load(tickets_path, initial, knobs)?;
     let bound = socket::bind(&path, root)?;
     eprintln!("tact daemon: tickets state {}", tickets.path().display());

@@ -182,7 +182,7 @@ impl Tickets {
     /// At the daemon's exit: every client back where it came from, the cgroups removed; the
     /// share engine told to resume everyone (its thread does, see [`super::tickets_alps`]).
     pub fn shutdown(&self) {
-        self.lock().knobs.teardown();
+        self.lock().knobs.shutdown();
     }
 
     pub fn path(&self) -> &Path {

@@ -27,13 +27,14 @@ use std::path::Path;
 
 use tact_core::tickets::compile::{WeightRange, CPU_SHARES_V1, CPU_WEIGHT_V2};
 use tact_core::tickets::{CurrencyId, Model, PerResource, Resource, TicketSystem};
-use tact_linux::actuate::cgroup_cpu::CgroupVersion;
+use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
 use tact_linux::actuate::cgroup_knobs::{
     Controller, DiskKnob, Hierarchies, KnobTree, KnobWrite, MemProtection, NodeId,
 };
 use tact_proto::tickets::Knob;
 
 use super::tickets_alps::Engine;
+use crate::tickets::cgroup::cgroup_path;
 use crate::tickets::{disk, rights};
 
 /// Whether and how the daemon applies the model.
@@ -47,28 +48,50 @@ pub enum Knobs {
 }
 
 impl Knobs {
-    /// Cgroups when the daemon may write them (root, a cpu controller), else why not; `name` is
-    /// the tree's directory. Nothing is created until a client is attached. Without root, the
-    /// share engine (started by the daemon).
-    pub fn detect(name: &str, root: bool, disabled: bool) -> Knobs {
+    /// Cgroups when the daemon may write them (root, a cpu controller, and on v2 a parent that
+    /// holds no process), else why not; `name` is the tree's directory, made under `parent` (a
+    /// directory of the cpu hierarchy) or the daemon's own cgroup. Nothing is created until a
+    /// client is attached. Without root, the share engine (started by the daemon). `Err`: a
+    /// `parent` that cannot be the tree's ([`parent_cgroup`]).
+    pub fn detect(
+        name: &str,
+        parent: Option<&Path>,
+        root: bool,
+        disabled: bool,
+    ) -> Result<Knobs, String> {
         if disabled {
-            return Knobs::Off("not enforced (--no-tickets-enforce)".into());
+            return Ok(Knobs::Off("not enforced (--no-tickets-enforce)".into()));
         }
         if !root {
-            return Knobs::Alps(Engine::new(nix::unistd::geteuid().as_raw()));
+            return Ok(Knobs::Alps(Engine::new(nix::unistd::geteuid().as_raw())));
         }
+        let off = |e: &dyn std::fmt::Display| Ok(Knobs::Off(format!("not enforced: {e}")));
         let hierarchies = match Hierarchies::detect() {
             Ok(h) => h,
-            Err(e) => return Knobs::Off(format!("not enforced: {e}")),
+            Err(e) => return off(&e),
         };
-        let cpu = match hierarchies.get(Controller::Cpu) {
-            Ok(m) => m.version,
-            Err(e) => return Knobs::Off(format!("not enforced: {e}")),
+        let hier = match CpuHierarchy::detect() {
+            Ok(h) => h,
+            Err(e) => return off(&e),
         };
-        Knobs::Cgroup(Box::new(Enforcer {
+        let under = parent
+            .map(|dir| parent_cgroup(&hier, &hierarchies, dir))
+            .transpose()?;
+        let base = match parent {
+            Some(dir) => dir.to_path_buf(),
+            None => match hier.own_cgroup() {
+                Ok(dir) => dir,
+                Err(e) => return off(&e),
+            },
+        };
+        if let Some(why) = no_internal_processes(&hier, &base) {
+            return off(&why);
+        }
+        Ok(Knobs::Cgroup(Box::new(Enforcer {
             name: name.to_string(),
+            under,
             hierarchies,
-            cpu_range: match cpu {
+            cpu_range: match hier.version {
                 CgroupVersion::V1 => CPU_SHARES_V1,
                 CgroupVersion::V2 => CPU_WEIGHT_V2,
             },
@@ -76,7 +99,7 @@ impl Knobs {
             failure: None,
             told_disk: false,
             told_mem: false,
-        }))
+        })))
     }
 
     /// Whether the rights are applied, and where (or why not), for `show` and `explain`.
@@ -96,7 +119,8 @@ impl Knobs {
                 (None, None) => (
                     true,
                     format!(
-                        "cgroup knobs, one leaf per client under {} (made at the first attach)",
+                        "cgroup knobs, one leaf per client under {}{} (made at the first attach)",
+                        e.under.as_ref().map_or(String::new(), |u| format!("{u}/")),
                         e.name
                     ),
                 ),
@@ -141,11 +165,16 @@ impl Knobs {
         }
     }
 
-    /// Moves every client back where it came from and removes the tree; tells the share engine
-    /// to resume everyone and end.
-    pub fn teardown(&mut self) {
+    /// At the daemon's exit: moves every client back where it came from, removes the tree and
+    /// makes none again; tells the share engine to resume everyone and end.
+    pub fn shutdown(&mut self) {
         match self {
-            Knobs::Cgroup(e) => e.teardown(),
+            Knobs::Cgroup(e) => {
+                e.teardown();
+                // For good: a tick or a request between this and the daemon's exit would make
+                // the tree again, and leave it (a v2 VM run of the daemon's tests caught one).
+                e.failure = Some("the daemon is stopping".into());
+            }
             Knobs::Alps(engine) => engine.stop(),
             Knobs::Off(_) => {}
         }
@@ -161,9 +190,64 @@ impl Knobs {
     }
 }
 
+/// The cgroup path of `--cgroup-parent DIR`, or why DIR cannot be the tree's parent: not a
+/// cgroup, outside the cpu hierarchy, or (v1, where each controller has its own tree) missing
+/// from another hierarchy the tree uses.
+fn parent_cgroup(hier: &CpuHierarchy, all: &Hierarchies, dir: &Path) -> Result<String, String> {
+    if !dir.join("cgroup.procs").is_file() {
+        return Err(format!(
+            "--cgroup-parent {}: not a cgroup directory",
+            dir.display()
+        ));
+    }
+    let path = cgroup_path(hier, dir).map_err(|e| e.to_string())?;
+    let others = [Controller::Memory, Controller::Io].into_iter();
+    let mounts = others.filter_map(|c| all.get(c).ok().map(|m| &m.mount));
+    for mount in mounts.chain(all.cpuacct.as_ref()) {
+        if !mount.dir_of(&path).is_some_and(|d| d.is_dir()) {
+            return Err(format!(
+                "--cgroup-parent: no cgroup {path} in the hierarchy mounted at {} (on cgroup v1 \
+                 each controller has its own tree: make it there too)",
+                mount.dir.display()
+            ));
+        }
+    }
+    Ok(path)
+}
+
+/// Why the tree cannot be made under `base` (a directory of the cpu hierarchy), if the kernel's
+/// rule says so: on cgroup v2 a cgroup other than the root that holds processes gives its
+/// children no controllers (the kernel refuses memory and io in its `cgroup.subtree_control`,
+/// and cpu one level further down). Said at the start, rather than at the first attach.
+fn no_internal_processes(hier: &CpuHierarchy, base: &Path) -> Option<String> {
+    if hier.version != CgroupVersion::V2 || base == hier.cpu.dir {
+        return None;
+    }
+    let procs = std::fs::read_to_string(base.join("cgroup.procs")).ok()?;
+    let n = procs.lines().count();
+    (n > 0).then(|| {
+        format!(
+            "{} holds {n} process(es){}, and on cgroup v2 the children of a cgroup with \
+             processes get no controllers (only the root's may): give the daemon --cgroup-parent \
+             DIR, an empty cgroup (docs/tickets.md, \"Running the daemon\")",
+            base.display(),
+            if procs
+                .lines()
+                .any(|l| l.trim() == std::process::id().to_string())
+            {
+                " (the daemon among them)"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
 /// The cgroup side.
 pub struct Enforcer {
     name: String,
+    /// The tree's parent as a cgroup path (`--cgroup-parent`); `None`: the daemon's own cgroup.
+    under: Option<String>,
     hierarchies: Hierarchies,
     cpu_range: WeightRange,
     tree: Option<Tree>,
@@ -256,8 +340,13 @@ impl Enforcer {
                 Err(e) => eprintln!("tact daemon: {r} tickets are not applied: {e}"),
             }
         }
-        let knobs = KnobTree::create(&self.hierarchies, &controllers, &self.name, None)
-            .map_err(|e| format!("cannot make the cgroup tree {}: {e}", self.name))?;
+        let knobs = KnobTree::create(
+            &self.hierarchies,
+            &controllers,
+            &self.name,
+            self.under.as_deref(),
+        )
+        .map_err(|e| format!("cannot make the cgroup tree {}: {e}", self.name))?;
         let top = knobs
             .node_dir(KnobTree::ROOT, Controller::Cpu)
             .map_err(|e| e.to_string())?;

@@ -130,7 +130,7 @@ fn create_tree(
 /// The cgroup path (as `/proc/PID/cgroup` writes it) of `dir`, a directory of the cpu
 /// hierarchy: the same path is the parent in the memory and io hierarchies too (on v2 it is the
 /// same directory).
-fn cgroup_path(hier: &CpuHierarchy, dir: &Path) -> Result<String> {
+pub(crate) fn cgroup_path(hier: &CpuHierarchy, dir: &Path) -> Result<String> {
     let rel = dir.strip_prefix(&hier.cpu.dir).map_err(|_| {
         anyhow!(
             "--cgroup-parent {}: not under the cpu hierarchy mounted at {}",

@@ -12,7 +12,7 @@
 //! - [`report`]: the per-interval JSON log and the final table.
 //! - [`client`]: the subcommands that change and query the daemon's live model.
 
-mod cgroup;
+pub(crate) mod cgroup;
 mod client;
 pub(crate) mod disk;
 mod enforce;
