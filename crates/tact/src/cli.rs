@@ -29,6 +29,7 @@ Examples:
   tact run --progress file:/tmp/done.count -- ./indexer             a counter the program writes
   tact run --probation 0 --json-log trace.jsonl -- rsync -a src/ dst/
   tact run --idle cpu -- make -j8                                   SCHED_IDLE for every thread
+  sudo tact run --idle cpu --cgroup-parent /sys/fs/cgroup -- make   idle against every service
   tact run --idle disk -- updatedb                    held while others use the disk under $PWD
   tact run --idle disk:/dev/sdb,net:eth0 --preempt auto -- ./backup
 
@@ -42,7 +43,11 @@ Progress sources (--progress, repeat it for a job with several metrics):
 
 Idle-time scheduling (--idle, instead of progress regulation; Eggert's idletime scheduler):
   cpu              SCHED_IDLE for every thread of the job: it runs only on CPU time nothing else
-                   wants (no preemption interval: taking a CPU back costs microseconds)
+                   wants (no preemption interval: taking a CPU back costs microseconds); where
+                   tact may, also an idle cgroup (cpu.idle = 1) under tact's own, or under
+                   --cgroup-parent DIR: SCHED_IDLE is idle only inside its own cgroup, so against
+                   a service in another cgroup (cgroup v2: a session's scope against a system
+                   service) use --cgroup-parent /sys/fs/cgroup as root
   disk[:DEVICE]    tact watches the disk (default: the one under the working directory) and
                    stops the job while other processes do I/O on it, until one preemption
                    interval has passed with none; also the idle I/O class where BFQ runs
@@ -191,6 +196,14 @@ pub struct IdleArgs {
     /// behind the foreground's), and puts the bfifo back at the end.
     #[arg(long, requires = "resources", conflicts_with = "net_replace_qdisc")]
     pub net_leave_tbf: bool,
+    /// With --idle cpu, `tact run` only: make the job's idle group (`tact-PID-idle`, with
+    /// cpu.idle = 1) under DIR, a directory of the cpu hierarchy, instead of tact's own cgroup.
+    /// The group is idle against its siblings only: under the hierarchy's root (/sys/fs/cgroup
+    /// on cgroup v2, as root) it is idle against every service and session, and on cgroup v2
+    /// tact's own cgroup, when it holds processes (a login session's does), cannot have one at
+    /// all. Given, a failure to make the group is an error [default: tact's own cgroup].
+    #[arg(long, value_name = "DIR", requires = "resources")]
+    pub cgroup_parent: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

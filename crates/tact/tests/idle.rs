@@ -806,12 +806,20 @@ struct FirstLook {
     start: serde_json::Value,
 }
 
-/// Runs that job with tact in `cgroups`, as user nobody when `unprivileged`.
-fn first_look(cgroups: &TestCgroups, dir: &Path, unprivileged: bool) -> FirstLook {
+/// Runs that job with tact in `cgroups` (else the test's own), as user nobody when
+/// `unprivileged`, with `--cgroup-parent parent` when given.
+fn first_look(
+    cgroups: Option<&TestCgroups>,
+    dir: &Path,
+    unprivileged: bool,
+    parent: Option<&Path>,
+) -> FirstLook {
     use std::os::unix::process::CommandExt;
     let log = dir.join("idle.jsonl");
     let mut command = tact();
-    cgroups.enter(&mut command);
+    if let Some(cgroups) = cgroups {
+        cgroups.enter(&mut command);
+    }
     if unprivileged {
         // Readable and writable by nobody: the log, the runtime dir and the job's directory.
         std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
@@ -834,6 +842,11 @@ fn first_look(cgroups: &TestCgroups, dir: &Path, unprivileged: bool) -> FirstLoo
         .current_dir(dir)
         .args(["run", "--idle", "cpu", "--json-log"])
         .arg(&log)
+        .args(
+            parent
+                .iter()
+                .flat_map(|p| [Path::new("--cgroup-parent"), p]),
+        )
         .args(["--", "cat", "/proc/self/cgroup", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -904,7 +917,7 @@ fn idle_cpu_job_is_in_its_idle_cgroup_from_its_first_instruction() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    let look = first_look(&cgroups, dir.path(), false);
+    let look = first_look(Some(&cgroups), dir.path(), false, None);
     assert!(look.status.success(), "{:?}: {}", look.status, look.stderr);
     let idle = format!("tact-{}-idle", look.tact_pid);
     let hier = CpuHierarchy::detect().unwrap();
@@ -937,6 +950,77 @@ fn idle_cpu_job_is_in_its_idle_cgroup_from_its_first_instruction() {
     }
 }
 
+/// `--cgroup-parent DIR`: the idle group is DIR's child wherever tact runs (DIR at the
+/// hierarchy's root makes it idle against everything there, not only tact's neighbours; on
+/// cgroup v2 a tact in a session's scope has no group otherwise), and it is gone at the end. A
+/// DIR that is not a cgroup of the cpu hierarchy stops the run with the reason and nothing made
+/// in it; so does the option without `--idle cpu`.
+#[test]
+fn idle_cpu_makes_its_group_under_a_cgroup_parent() {
+    let refused = |args: &[&str]| {
+        let out = tact().args(args).stdin(Stdio::null()).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let plain = tempfile::tempdir().unwrap();
+    let plain_dir = plain.path().to_str().unwrap();
+    let err = refused(&[
+        "run",
+        "--idle",
+        "cpu",
+        "--cgroup-parent",
+        plain_dir,
+        "--",
+        "true",
+    ]);
+    assert!(err.contains("no idle group there"), "{err}");
+    assert_eq!(std::fs::read_dir(plain.path()).unwrap().count(), 0);
+    let err = refused(&[
+        "run",
+        "--idle",
+        "net:lo",
+        "--cgroup-parent",
+        plain_dir,
+        "--",
+        "true",
+    ]);
+    assert!(err.contains("applies to --idle cpu"), "{err}");
+
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped (the group itself): making cgroups needs root");
+        return;
+    }
+    let hier = CpuHierarchy::detect().unwrap();
+    let parent = hier
+        .cpu
+        .dir
+        .join(format!("tact-test-{}-parent", std::process::id()));
+    std::fs::create_dir(&parent).unwrap();
+    let made = TestCgroups {
+        dirs: vec![parent.clone()],
+        version: hier.version,
+        owned: true,
+    };
+    if hier.version == CgroupVersion::V1 && !parent.join("cpu.idle").exists() {
+        eprintln!("skipped (the group itself): the kernel has no cpu.idle");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let look = first_look(None, dir.path(), false, Some(&parent));
+    assert!(look.status.success(), "{:?}: {}", look.status, look.stderr);
+    let idle = format!("tact-{}-idle", look.tact_pid);
+    assert_eq!(
+        dir_in(&look.cgroups, &hier, false),
+        parent.join(&idle).join("job"),
+        "{}",
+        look.cgroups
+    );
+    assert_eq!(look.start["cpu_idle"], "cgroup", "{}", look.stderr);
+    assert!(!parent.join(&idle).exists(), "the group is left");
+    drop(made);
+    assert!(!parent.exists(), "the test's parent is left");
+}
+
 /// Where tact may not make the idle cgroup (here: it runs as nobody), the job starts all the
 /// same, in tact's own cgroup, with SCHED_IDLE alone, and tact says why.
 #[test]
@@ -949,7 +1033,7 @@ fn idle_cpu_without_a_cgroup_falls_back_to_sched_idle_and_says_why() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    let look = first_look(&cgroups, dir.path(), true);
+    let look = first_look(Some(&cgroups), dir.path(), true, None);
     assert!(look.status.success(), "{:?}: {}", look.status, look.stderr);
     let hier = CpuHierarchy::detect().unwrap();
     assert_eq!(

@@ -481,6 +481,17 @@ impl CpuGroups {
             Some(dir) => dir.to_path_buf(),
             None => hier.own_cgroup()?,
         };
+        // Else a directory outside it would be made, and its knob files written as plain files
+        // that keep it from being removed.
+        if !base.starts_with(&hier.cpu.dir) {
+            return Err(Error::Unavailable {
+                what: format!("a cgroup in {}", base.display()),
+                reason: format!(
+                    "it is not a cgroup of the cpu hierarchy mounted at {}",
+                    hier.cpu.dir.display()
+                ),
+            });
+        }
         check_name(&base, name)?;
         let acct_base = match (&hier.cpuacct, hier.comounted()) {
             (Some(_), false) => hier.acct_cgroup_of("self", std::process::id() as i32)?,

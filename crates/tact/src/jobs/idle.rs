@@ -174,6 +174,18 @@ impl IdleSettings {
             }
             gated.push(g);
         }
+        if let Some(dir) = &args.cgroup_parent {
+            if !cpu {
+                bail!("--cgroup-parent applies to --idle cpu: it places the job's idle group");
+            }
+            if restore {
+                bail!(
+                    "--cgroup-parent {}: tact attach leaves the process in its own cgroup (moving \
+                     it would take it out of its service's limits); the idle group is tact run's",
+                    dir.display()
+                );
+            }
+        }
         if gated.is_empty() && args.preempt.is_some() {
             bail!("--preempt applies to disk and net only: the CPU needs no preemption interval");
         }
@@ -203,9 +215,15 @@ impl IdleSettings {
                 // the limits of the service it belongs to.
                 Err("tact attach leaves the process in its own cgroup".to_string())
             } else {
-                IdleCgroup::prepare()
+                IdleCgroup::prepare(args.cgroup_parent.as_deref())
             })
         });
+        if let (Some(dir), Some(Err(e))) = (&args.cgroup_parent, cpu_cgroup.as_deref()) {
+            bail!(
+                "--cgroup-parent {}: no idle group there: {e}",
+                dir.display()
+            );
+        }
         // On cgroup v2 the job's sockets carry the idle cgroup: the rule matches it, so the job
         // joins one directory, not two.
         let placed = match cpu_cgroup.as_deref() {

@@ -4,6 +4,11 @@
 //! siblings (tact's own cgroup's other children, tact included), and covers every process that
 //! ends up in it without a per-thread write.
 //!
+//! With `--cgroup-parent DIR` the group is DIR's child instead: under the hierarchy's root it is
+//! idle against every service and session, where under tact's own cgroup it is idle only
+//! against tact's neighbours there (on cgroup v2 a session's scope, whose share against a
+//! service's cgroup the job would take).
+//!
 //! The group is made before the job starts ([`IdleCgroup::prepare`]) and the job joins it between
 //! fork and exec ([`IdleCgroup::join_before_exec`]), so that the job runs there from its first
 //! instruction, and on cgroup v2 every socket it opens carries the group (what `--idle net`'s
@@ -32,12 +37,13 @@ pub struct IdleCgroup {
 }
 
 impl IdleCgroup {
-    /// Creates the group under tact's own cgroup, empty, for a job about to start. `Err` says,
-    /// for the job's log, why it cannot be used; nothing is left behind then.
-    pub fn prepare() -> Result<IdleCgroup, String> {
+    /// Creates the group under `parent` (`--cgroup-parent`, a directory of the cpu hierarchy)
+    /// or tact's own cgroup, empty, for a job about to start. `Err` says, for the job's log, why
+    /// it cannot be used; nothing is left behind then.
+    pub fn prepare(parent: Option<&Path>) -> Result<IdleCgroup, String> {
         let hier = CpuHierarchy::detect().map_err(|e| format!("no cpu cgroup hierarchy: {e}"))?;
         let name = format!("tact-{}-idle", std::process::id());
-        let mut groups = CpuGroups::create(hier, &name, None).map_err(|e| e.to_string())?;
+        let mut groups = CpuGroups::create(hier, &name, parent).map_err(|e| e.to_string())?;
         // From here on, an early return drops `groups`, which removes what was made.
         let (job, _) = groups.add_entity("job", 1).map_err(|e| e.to_string())?;
         CpuIdle::open(groups.hierarchy(), groups.dir())
