@@ -211,22 +211,16 @@ impl TestCgroups {
         let hier = CpuHierarchy::detect().map_err(|e| format!("no cpu cgroup: {e}"))?;
         if hier.version == CgroupVersion::V1 {
             let made = TestCgroups::new(what)?;
-            if !made.cpu().join("cpu.idle").exists() {
-                return Err("the kernel has no cpu.idle in the v1 cpu hierarchy".into());
-            }
-            return Ok(made);
+            return match no_cpu_idle(hier.version, made.cpu()) {
+                Some(why) => Err(why),
+                None => Ok(made),
+            };
         }
         if !nix::unistd::geteuid().is_root() {
             return Err("making cgroups needs root".into());
         }
-        // No cgroup to look for cpu.idle in yet: the kernel's version says (5.15 added it).
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        let version: Vec<u32> = (release.split(|c: char| !c.is_ascii_digit()).take(2))
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        if version.len() < 2 || (version[0], version[1]) < (5, 15) {
-            let release = release.trim();
-            return Err(format!("kernel {release:?}: no cpu.idle before 5.15"));
+        if let Some(why) = no_cpu_idle(hier.version, &hier.cpu.dir) {
+            return Err(why);
         }
         let own = hier.own_cgroup().map_err(|e| e.to_string())?;
         if own != hier.cpu.dir {
@@ -305,6 +299,22 @@ impl Drop for TestCgroups {
             }
         }
     }
+}
+
+/// Why the kernel has no `cpu.idle`, if it has none: on v1 `dir`, a cgroup other than the root,
+/// shows it; on v2 the file appears only once cpu is enabled for a child, so the kernel's
+/// version says (5.15 added it).
+fn no_cpu_idle(version: CgroupVersion, dir: &Path) -> Option<String> {
+    if version == CgroupVersion::V1 {
+        return (!dir.join("cpu.idle").exists())
+            .then(|| "the kernel has no cpu.idle in the v1 cpu hierarchy".into());
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let numbers: Vec<u32> = (release.split(|c: char| !c.is_ascii_digit()).take(2))
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    (numbers.len() < 2 || (numbers[0], numbers[1]) < (5, 15))
+        .then(|| format!("kernel {:?}: no cpu.idle before 5.15", release.trim()))
 }
 
 /// The directory of `pid`'s cgroup in the cpu hierarchy.
@@ -1001,8 +1011,8 @@ fn idle_cpu_makes_its_group_under_a_cgroup_parent() {
         version: hier.version,
         owned: true,
     };
-    if hier.version == CgroupVersion::V1 && !parent.join("cpu.idle").exists() {
-        eprintln!("skipped (the group itself): the kernel has no cpu.idle");
+    if let Some(why) = no_cpu_idle(hier.version, &parent) {
+        eprintln!("skipped (the group itself): {why}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -911,6 +911,13 @@ fn enable_cpu(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// Why the kernel refused a controller to the children of a cgroup, when that cgroup holds
+/// processes, and what to do: for the cpu groups here and the knob trees alike.
+pub(crate) const POPULATED_HINT: &str = "a cgroup that holds processes cannot enable \
+    controllers for its children (cgroup v2 keeps processes out of inner cgroups): give tact an \
+    empty parent cgroup (--cgroup-parent DIR), or run it in a delegated subtree (systemd-run \
+    --user --scope -p Delegate=yes) with its own process in a leaf";
+
 /// The error of writing `+cpu` to `path`, explained when its errno is `populated`: the kernel's
 /// refusal to give the children of a cgroup that holds processes a controller. For BASE's own
 /// `subtree_control` that is EBUSY; `cpu` being a threaded controller, the kernel may instead
@@ -923,15 +930,7 @@ fn populated_error(path: &Path, e: io::Error, populated: i32) -> Error {
     }
     Error::io(
         path,
-        io::Error::new(
-            e.kind(),
-            format!(
-                "{e}: cannot enable cpu for the children of a cgroup that holds processes \
-                 (cgroup v2 keeps processes out of inner cgroups); give tact an empty parent \
-                 cgroup (--cgroup-parent DIR), or run it in a delegated subtree (systemd-run \
-                 --user --scope -p Delegate=yes) with its own process in a leaf"
-            ),
-        ),
+        io::Error::new(e.kind(), format!("{e}: {POPULATED_HINT}")),
     )
 }
 

@@ -225,16 +225,14 @@ fn no_internal_processes(hier: &CpuHierarchy, base: &Path) -> Option<String> {
     }
     let procs = std::fs::read_to_string(base.join("cgroup.procs")).ok()?;
     let n = procs.lines().count();
+    let me = std::process::id().to_string();
     (n > 0).then(|| {
         format!(
             "{} holds {n} process(es){}, and on cgroup v2 the children of a cgroup with \
              processes get no controllers (only the root's may): give the daemon --cgroup-parent \
              DIR, an empty cgroup (docs/tickets.md, \"Running the daemon\")",
             base.display(),
-            if procs
-                .lines()
-                .any(|l| l.trim() == std::process::id().to_string())
-            {
+            if procs.lines().any(|l| l.trim() == me) {
                 " (the daemon among them)"
             } else {
                 ""

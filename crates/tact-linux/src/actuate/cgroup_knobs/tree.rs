@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::hierarchy::{Controller, Hierarchies};
 use crate::actuate::cgroup_cpu::{
     check_name, is_busy, mkdir, move_to, proc_cgroup_dir, read_procs, write_pid, CgroupMount,
-    CgroupVersion, TEARDOWN_PATIENCE,
+    CgroupVersion, POPULATED_HINT, TEARDOWN_PATIENCE,
 };
 use crate::actuate::stale;
 use crate::error::{Error, Result};
@@ -504,11 +504,7 @@ fn enable_controllers(dir: &Path, wanted: &[&'static str]) -> (Vec<&'static str>
                     || (e.raw_os_error() == Some(libc::EOPNOTSUPP)
                         && read_procs(dir).is_ok_and(|p| !p.is_empty())) =>
             {
-                failed.push(format!(
-                    "{c}: {e} (a cgroup holding processes cannot enable controllers for \
-                     children: give tact an empty parent, or a delegated subtree whose own \
-                     process is in a leaf)"
-                ))
+                failed.push(format!("{c}: {e} ({POPULATED_HINT})"))
             }
             Err(e) => failed.push(format!("{c}: {e}")),
         }
