@@ -17,8 +17,8 @@ automatically; nothing needs tuning. This is MS Manners / BeNice (Douceur & Bolo
 
 The other commands: `tact run --idle` lets a job use a CPU, disk or link only after the foreground
 has left it idle for a preemption interval (idletime scheduling); `tact share` divides the CPU
-among jobs in given proportions (ALPS); `tact tickets` gives jobs CPU rights through currencies
-and tickets; `tact tune` runs as many of a program's jobs at once as give the best throughput
+among jobs in given proportions (ALPS); `tact tickets` gives jobs CPU, disk and memory rights
+through currencies and tickets; `tact tune` runs as many of a program's jobs at once as give the best throughput
 (TCC).";
 
 const RUN_EXAMPLES: &str = "\
@@ -124,7 +124,7 @@ pub enum Command {
     /// the job command, or as make's SHELL).
     #[command(name = "exec-wrap", after_help = EXEC_WRAP_EXAMPLES)]
     ExecWrap(ExecWrapArgs),
-    /// Give jobs CPU rights through currencies and tickets (a setup file), and enforce them.
+    /// Give jobs CPU, disk and memory rights through currencies and tickets, and enforce them.
     #[command(long_about = TICKETS_ABOUT)]
     Tickets(TicketsArgs),
     /// Internal: the watchdog that resumes a job if its regulator dies.
@@ -169,7 +169,8 @@ pub struct IdleArgs {
     /// cpu, disk[:DEVICE], net[:INTERFACE], comma-separated (explained in `tact run --help`).
     #[arg(long = "idle", value_name = "RESOURCE[,RESOURCE...]", value_delimiter = ',',
           value_parser = crate::jobs::idle::parse_resource,
-          conflicts_with_all = ["polite", "progress", "peek", "probation", "bootstrap"])]
+          conflicts_with_all = ["polite", "progress", "peek", "probation", "bootstrap",
+                                "testpoint", "max_suspend", "alpha", "beta", "state_dir"])]
     pub resources: Vec<crate::jobs::idle::Resource>,
     /// Preemption interval: how long a disk or link must stay free of foreground I/O before the
     /// job may run again. `0ms` is a plain two-level priority queue; `auto` tunes it from how
@@ -291,9 +292,9 @@ Backends:
   cgroup    cpu.shares (cgroup v1) or cpu.weight (v2) in a cgroup tact creates and removes:
             no overhead, work conserving, but weights only act under contention
   auto      cgroup when tact may create cgroups, else signals (the default; tact says which);
-            signals whenever --quantum, --basic, --no-io, --mode or --user is given
-            (--user needs signals: moving a user's processes into tact's cgroup would take
-            them out of their own sessions' and services' cgroups)
+            signals whenever --quantum, --basic, --quantized, --no-io, --mode or --user is
+            given (--user needs signals: moving a user's processes into tact's cgroup would
+            take them out of their own sessions' and services' cgroups)
 
 Modes (signals backend) when the jobs may use several CPUs:
   strict      the paper's rule: consumed CPU in the exact ratio of the shares; CPUs may idle
@@ -319,8 +320,9 @@ pub struct ShareArgs {
     #[arg(long = "user", value_name = "SHARES=USER", allow_hyphen_values = true)]
     pub users: Vec<String>,
     /// Timer period: how often tact looks at the jobs' CPU time. A cycle is the sum of the
-    /// shares times this much CPU time; shorter is more even, at more overhead [default: 20ms].
-    #[arg(long, value_name = "DUR", value_parser = positive_duration)]
+    /// shares times this much CPU time; shorter is more even, at more overhead; 100us to 60s
+    /// [default: 20ms].
+    #[arg(long, value_name = "DUR", value_parser = quantum)]
     pub quantum: Option<Duration>,
     /// Basic ALPS: read every running job every quantum (the default, optimized ALPS, skips
     /// reads that cannot change a decision).
@@ -366,8 +368,8 @@ pub enum ShareMode {
 }
 
 const TICKETS_ABOUT: &str = "\
-Give jobs rights to the CPU through currencies and tickets (Sullivan & Seltzer's resource
-management framework, on lottery scheduling's tickets), and enforce them.
+Give jobs rights to the CPU, the disk and memory through currencies and tickets (Sullivan &
+Seltzer's resource management framework, on lottery scheduling's tickets), and enforce them.
 
 The base currency issues tickets to currencies and jobs; a currency issues its own tickets to the
 jobs (or currencies) below it. A ticket is worth its issuer's value times its part of the tickets
@@ -442,12 +444,14 @@ other subcommands change and query through its socket (--socket). Who may do wha
 each currency's owner, group and mode (f: fund it, c: change or destroy it, i: issue its
 tickets), like a file's; a refusal names the permission missing. A root daemon also enforces it:
 each attached process gets its own cgroup with CPU and disk weights and memory protection from
-its rights, rewritten as clients start and stop competing; an unprivileged daemon serves the
-model without applying it, and `show` and `explain` say which (tact daemon --help).
+its rights, rewritten as clients start and stop competing; an unprivileged daemon applies the
+CPU rights of its own user's clients with the share engine of `tact share` (SIGSTOP/SIGCONT duty
+cycles; a watchdog resumes them if the daemon dies) and their disk and memory rights not at all;
+`show` and `explain` say which (tact daemon --help).
 
-  sudo tact tickets create A                     a currency owned by you, mode fci/---/---
+  sudo tact tickets create A --owner $(id -u)    a currency root makes for you, mode fci/---/---
   sudo tact tickets fund A --from base --cpu 1000    prints the ticket (t0); `issue` is the same
-  tact tickets attach 4242 --from A --cpu 100    process 4242 as a client funded by A only
+  tact tickets attach 4242 --from A --cpu 100    your process 4242 as a client funded by A only
   tact tickets attach 4243                       funded by the default policy (your user:UID)
   tact tickets explain 4242                      its funding paths, R, R* and shares now
   tact tickets show [A] [--json]                 currencies, tickets, clients' rights
@@ -774,7 +778,8 @@ pub enum TicketsCommand {
         #[command(flatten)]
         socket: SocketArg,
     },
-    /// Start the setup's jobs and enforce their CPU rights until they exit.
+    /// Start the setup's jobs and enforce their rights until they exit (CPU, disk and memory
+    /// with cgroups; CPU only with signals).
     Run(TicketsRunArgs),
     /// Create a currency in the daemon's model (owned by you unless --owner/--group say).
     Create {
@@ -795,6 +800,7 @@ pub enum TicketsCommand {
     },
     /// Destroy a currency (c on it); the tickets it issued and holds go with it.
     Destroy {
+        /// The currency's name.
         currency: String,
         #[command(flatten)]
         socket: SocketArg,
@@ -856,6 +862,7 @@ pub enum TicketsCommand {
     /// or with --from only by the amounts given.
     #[command(group(clap::ArgGroup::new("amounts").multiple(true).args(["cpu", "disk", "mem"])))]
     Attach {
+        /// The process (yours; root may attach anyone's).
         pid: i32,
         /// The currency that funds it instead of the policy (i on it needed).
         #[arg(long, value_name = "CURRENCY", requires = "amounts")]
@@ -884,6 +891,7 @@ pub enum TicketsCommand {
     },
     /// Stop treating a process as a client: its currency, offers and exchanges go.
     Detach {
+        /// The attached process.
         pid: i32,
         #[command(flatten)]
         socket: SocketArg,
@@ -891,6 +899,7 @@ pub enum TicketsCommand {
     /// Offer to trade some of a process's rights to one resource for another's at the dealer;
     /// prints whether it was exchanged at once or queued (with conflicting offers).
     Offer {
+        /// The attached process of yours whose rights are offered.
         pid: i32,
         /// What it gives: RESOURCE:AMOUNT (`cpu:100`, `mem:64MiB`).
         #[arg(long, value_name = "RES:N")]
@@ -918,6 +927,7 @@ pub enum TicketsCommand {
     },
     /// List the queued offers and the exchanges in force.
     Offers {
+        /// Print JSON (the daemon's reply) instead of tables.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -925,6 +935,7 @@ pub enum TicketsCommand {
     },
     /// Withdraw a queued offer (`o3`) or undo an exchange in force (`x2`).
     Cancel {
+        /// The offer (`o3`) or exchange (`x2`), as `offers` lists it.
         #[arg(value_name = "OFFER|EXCHANGE")]
         id: String,
         #[command(flatten)]
@@ -1089,6 +1100,18 @@ fn peek(s: &str) -> Result<Peek, String> {
 }
 
 /// A human duration that must be greater than zero.
+/// `tact share --quantum`: a duration within what the share engine takes.
+fn quantum(s: &str) -> Result<Duration, String> {
+    use tact_core::share::{MAX_QUANTUM_NS, MIN_QUANTUM_NS};
+    let d = duration(s)?;
+    let range = Duration::from_nanos(MIN_QUANTUM_NS)..=Duration::from_nanos(MAX_QUANTUM_NS);
+    if range.contains(&d) {
+        Ok(d)
+    } else {
+        Err(format!("`{s}` is outside 100us..60s"))
+    }
+}
+
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
     match duration(s)? {
         d if d.is_zero() => Err(format!("`{s}` must be greater than zero")),

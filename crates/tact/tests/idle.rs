@@ -791,6 +791,15 @@ fn a_zero_pi_is_accepted_and_bad_input_gets_one_clear_line() {
             "`soon` is not a duration",
         ),
         (&["--preempt", "5ms"][..], "--idle"),
+        // Options of the progress regulator, which an idle job would silently not use.
+        (
+            &["--idle", "cpu", "--testpoint", "1s"][..],
+            "cannot be used with '--testpoint <DUR>'",
+        ),
+        (
+            &["--idle", "cpu", "--max-suspend", "5s"][..],
+            "cannot be used with '--max-suspend <DUR>'",
+        ),
     ] {
         let out = run(args);
         assert!(!out.status.success(), "{args:?} was accepted");

@@ -590,6 +590,34 @@ fn bad_input_is_refused_with_the_argument_named() {
         &["--backend", "cgroup", "--basic", "--job", "1=true"],
         "only apply to the signals backend",
     );
+    // Outside the engine's range: refused by the parser with the bounds, as `--quantum 0` is.
+    let (out, err) = run({
+        let mut c = tact();
+        c.args(["share", "--quantum", "1h", "--job", "1=true"])
+            .env("TACT_RUNTIME_DIR", runtime.path());
+        c
+    });
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--quantum") && err.contains("outside 100us..60s"),
+        "{err}"
+    );
+    // An option the chosen backend does not use is said to be unused.
+    let (out, err) = run({
+        let mut c = tact();
+        c.args([
+            "share",
+            "--backend",
+            "signals",
+            "--cgroup-parent",
+            "/sys/fs/cgroup",
+        ])
+        .args(["--job", "1=true"])
+        .env("TACT_RUNTIME_DIR", runtime.path());
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("--cgroup-parent is not used"), "{err}");
 }
 
 #[test]

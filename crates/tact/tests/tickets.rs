@@ -141,6 +141,15 @@ fn bad_setup_files_get_one_line_and_status_2() {
             );
         }
     }
+    // Currencies without a job: nothing to run, a bad setup for `run` (`check` shows it).
+    let nojob = write(
+        dir.path(),
+        "nojob.toml",
+        "[[currency]]\nname = \"A\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+    );
+    let (out, _, stderr) = run(tickets(&["run", nojob.to_str().unwrap()], dir.path()));
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("nojob.toml: no [[job]] to run"), "{stderr}");
     let missing = dir.path().join("missing.toml");
     let (out, _, stderr) = run(tickets(&["check", missing.to_str().unwrap()], dir.path()));
     assert_eq!(out.status.code(), Some(2), "{stderr}");

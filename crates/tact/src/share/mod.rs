@@ -73,6 +73,11 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
                 cpus.len(),
                 if cpus.len() == 1 { "" } else { "s" }
             );
+            if args.cgroup_parent.is_some() {
+                eprintln!(
+                    "tact: --cgroup-parent is not used: the signals backend makes no cgroups"
+                );
+            }
             let out = alps::run(
                 &mut jobs,
                 cfg,

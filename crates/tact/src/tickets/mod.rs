@@ -76,6 +76,10 @@ pub fn run(args: &TicketsArgs) -> Result<i32> {
             let Ok(setup) = load(&run.setup) else {
                 return Ok(BAD_SETUP);
             };
+            if setup.jobs.is_empty() {
+                eprintln!("tact: {}: no [[job]] to run", run.setup.display());
+                return Ok(BAD_SETUP);
+            }
             enforce::run(setup, run)
         }
         _ => unreachable!("the daemon's subcommands are client::run's"),
