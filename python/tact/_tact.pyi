@@ -38,7 +38,8 @@ def configure(
 ) -> None:
     """Sets up regulation for this process; must come before the first testpoint,
     set_priority() or Regulator (RuntimeError otherwise). Arguments left None keep the
-    environment's setting or the default."""
+    environment's setting or the default. ``testpoint`` lies in 1 ms..60 s and
+    ``max_suspension`` is at least it (ValueError naming the argument otherwise)."""
 
 class Regulator:
     """A regulated unit of its own, closed by a ``with`` block or close()."""

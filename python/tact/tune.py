@@ -192,16 +192,13 @@ class _Tuning:
     ) -> None:
         if isinstance(n_max, int) and not isinstance(n_max, bool) and n_max < 1:
             raise ValueError(f"{bound} = {n_max}: must be at least 1")
+        if "n_max" in params:
+            raise ValueError(f"n_max: the largest count is {bound} here")
         try:
             self.controller = Controller(policy, n_max=n_max, **params)
-        except OverflowError:
-            # PyO3 says only "can't convert negative int to unsigned", naming no parameter.
-            negative = [
-                f"{k} = {v}"
-                for k, v in params.items()
-                if isinstance(v, int) and not isinstance(v, bool) and v < 0
-            ]
-            raise ValueError(f"{', '.join(negative) or 'a count'}: must not be negative") from None
+        except ValueError as e:
+            # The controller names its limit n_max; the caller gave it as `bound`.
+            raise ValueError(str(e).replace("n_max", bound)) from None
         self.hint = _Hint(bottleneck) if bottleneck is not None else None
         self.origin = time.monotonic()
         self.target: int = self.controller.target
@@ -322,7 +319,8 @@ class AdaptiveExecutor(Executor):
         tact-lib's pools: a count TCC settled on under this key before becomes its warm start
         (its first cycle starts at that count's cut, without slow start; at most
         ``max_workers``), and each entry into Steady records the count, in ``key_dir`` (default
-        ``$XDG_STATE_HOME/tact/tune``, else ``~/.local/state/tact/tune``). TCC only (ValueError
+        ``$XDG_STATE_HOME/tact/tune``, else ``~/.local/state/tact/tune``, for root
+        ``/var/lib/tact/tune``). TCC only (ValueError
         with another policy). A record that cannot be used, or written, is a RuntimeWarning:
         the executor starts cold, or goes on unrecorded. ``status()`` shows ``warm`` and
         ``steady_count``.

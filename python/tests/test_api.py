@@ -48,6 +48,15 @@ def test_bad_arguments():
         tact.configure(testpoint=0)
     with pytest.raises(TypeError, match="max_suspension must be a duration"):
         tact.configure(max_suspension=[1])
+    # Named in the caller's terms, not the regulator's (initial suspension, suspension cap).
+    with pytest.raises(ValueError, match=r"testpoint = 2h: outside 1ms\.\.60s"):
+        tact.configure(testpoint="2h")
+    with pytest.raises(
+        ValueError, match=r"max_suspension = 10ms: must be at least the testpoint period \(100ms\)"
+    ):
+        tact.configure(testpoint="100ms", max_suspension="10ms")
+    with pytest.raises(ValueError, match="bootstrap = -1: must not be negative"):
+        tact.configure(bootstrap=-1)
     assert tact.stats() is None, "failed calls start nothing"
 
 

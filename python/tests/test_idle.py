@@ -138,6 +138,7 @@ def test_preempt_defaults_to_auto_from_100ms():
         ({"interface": "lo", "preempt": "-50ms"}, "cannot be negative"),
         ({"interface": "lo", "preempt": -0.05}, "cannot be negative"),
         ({"interface": "lo", "preempt": "soon"}, "preempt `soon`"),
+        ({"interface": "lo", "threshold": -1}, "threshold = -1: must not be negative"),
     ],
 )
 def test_bad_settings_raise_value_error_naming_them(kwargs, message):

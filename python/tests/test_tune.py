@@ -288,9 +288,15 @@ def test_negative_counts_raise_value_error_naming_them():
         tact.AdaptiveExecutor(4, n_init=-2)
     with pytest.raises(ValueError, match=r"max_permits = 0"):
         tact.AdaptiveSemaphore(0)
-    # An n_init out of range shows the range.
-    with pytest.raises(ValueError, match=r"n_init = 100: must lie in \[n_min, n_max\] = \[1, 64\]"):
+    # An n_init out of range shows the range, its top as the caller gave it.
+    with pytest.raises(
+        ValueError, match=r"n_init = 100: must lie in \[n_min, max_workers\] = \[1, 64\]"
+    ):
         tact.AdaptiveExecutor(64, n_init=100)
+    with pytest.raises(ValueError, match="n_max: the largest count is max_permits here"):
+        tact.AdaptiveSemaphore(4, n_max=10)
+    with pytest.raises(ValueError, match="n_max = -1: must not be negative"):
+        tact.Controller(n_max=-1)
 
 
 def test_shutdown_wait_drains_the_queue():

@@ -8,10 +8,11 @@ use tact_core::polite::{PoliteConfig, DEFAULT_HALF_LIFE};
 /// How often calibrated targets are saved while the program runs (and again at exit).
 pub const DEFAULT_SAVE_EVERY: Duration = Duration::from_secs(300);
 
-/// Shortest and longest testpoint period `TACT_TESTPOINT` may ask for: below a millisecond the
+/// Shortest and longest testpoint period `TACT_TESTPOINT` (or Python's `configure(testpoint=)`)
+/// may ask for: below a millisecond the
 /// coarse clock of the fast path cannot tell periods apart; above a minute regulation is too slow
 /// to react to anything.
-const PERIOD_RANGE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(60));
+pub const PERIOD_RANGE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(60));
 
 /// Everything a [`Supervisor`](crate::Supervisor) needs to know.
 #[derive(Debug, Clone, PartialEq)]

@@ -44,7 +44,7 @@ mod polite;
 mod supervisor;
 pub mod tune;
 
-pub use config::{Config, DEFAULT_SAVE_EVERY};
+pub use config::{Config, DEFAULT_SAVE_EVERY, PERIOD_RANGE};
 pub use coordinator::{Coordinator, CoordinatorError, ReleaseReason, UnitReport};
 pub use daemon::DaemonCoordinator;
 pub use error::Error;

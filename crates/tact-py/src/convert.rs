@@ -18,6 +18,21 @@ pub(crate) fn index(index: i64) -> PyResult<u32> {
     })
 }
 
+/// A count argument `name` (a Python int) that must not be negative: PyO3's own conversion to an
+/// unsigned type raises OverflowError naming no argument.
+pub(crate) fn count<T: TryFrom<i64>>(name: &str, value: i64) -> PyResult<T> {
+    T::try_from(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} = {value}: {}",
+            if value < 0 {
+                "must not be negative"
+            } else {
+                "too large"
+            }
+        ))
+    })
+}
+
 /// Reads the metrics of a call (ints or floats) and runs `f` on them.
 #[inline]
 pub(crate) fn with_metrics<R>(

@@ -39,16 +39,29 @@ pub(crate) struct IdleGate {
     permit: Mutex<Option<Permit>>,
 }
 
+const _: () = assert!(
+    DEFAULT_THRESHOLD == 4096,
+    "IdleGate's signature states 4096"
+);
+
 #[pymethods]
 impl IdleGate {
     #[new]
-    #[pyo3(signature = (device = None, *, interface = None, preempt = None, threshold = DEFAULT_THRESHOLD))]
+    // The default written out, so that help() shows it (a constant shows as `...`).
+    #[pyo3(signature = (device = None, *, interface = None, preempt = None, threshold = 4096))]
     fn new(
         device: Option<PathBuf>,
         interface: Option<String>,
         preempt: Option<&Bound<'_, PyAny>>,
-        threshold: u64,
+        threshold: i64,
     ) -> PyResult<Self> {
+        if device.is_none() && interface.is_none() {
+            return Err(PyValueError::new_err(
+                "an idle gate needs a resource to watch: device= (a block device, or a path on \
+                 one) or interface= (a network interface)",
+            ));
+        }
+        let threshold = crate::convert::count("threshold", threshold)?;
         let mut builder = tact_lib::idle::IdleGate::builder().threshold(threshold);
         if let Some(device) = device {
             let Some(device) = device.to_str() else {

@@ -34,8 +34,8 @@ fn running_period() -> Option<Duration> {
 /// Sets up regulation for this process. Must come before the first testpoint, set_priority() or
 /// Regulator (RuntimeError otherwise); without it, the environment sets everything up.
 ///
-/// testpoint: testpoint period ("200ms", seconds or a timedelta); the first suspension and the
-///     hung threshold follow it. Default: TACT_TESTPOINT, else 200 ms.
+/// testpoint: testpoint period ("200ms", seconds or a timedelta), 1 ms to 60 s; the first
+///     suspension and the hung threshold follow it. Default: TACT_TESTPOINT, else 200 ms.
 /// name: persistence key. Default: TACT_NAME, else the script's file name and path.
 /// state_dir: targets persist in <state_dir>/polite/<name>.json. Default: TACT_STATE_DIR, else
 ///     $XDG_STATE_HOME/tact.
@@ -43,7 +43,7 @@ fn running_period() -> Option<Duration> {
 /// probation: after a first bootstrap, how long execution is capped at a 25% duty cycle in case
 ///     the target was learnt under load; 0 disables it. Default: none if the bootstrap ran on a
 ///     quiet machine, else 10 minutes.
-/// max_suspension: longest suspension (default 60 s).
+/// max_suspension: longest suspension, at least the testpoint period (default 60 s).
 /// disabled: make every testpoint a no-op (default: TACT_DISABLE).
 ///
 /// Arguments left None keep the environment's setting or the default.
@@ -64,15 +64,24 @@ pub(crate) fn configure(
     testpoint: Option<&Bound<'_, PyAny>>,
     name: Option<String>,
     state_dir: Option<PathBuf>,
-    bootstrap: Option<u32>,
+    bootstrap: Option<i64>,
     probation: Option<&Bound<'_, PyAny>>,
     max_suspension: Option<&Bound<'_, PyAny>>,
     disabled: Option<bool>,
 ) -> PyResult<()> {
     let mut config = from_env(py);
     if let Some(p) = testpoint {
+        let period = duration("testpoint", p)?;
+        let (lo, hi) = tact_lib::PERIOD_RANGE;
+        // 0 is validate()'s to refuse ("must be greater than zero").
+        if !period.is_zero() && (period < lo || period > hi) {
+            return Err(PyValueError::new_err(format!(
+                "testpoint = {}: outside 1ms..60s (as TACT_TESTPOINT)",
+                humantime::format_duration(period)
+            )));
+        }
         // The initial suspension and the hung threshold follow the period.
-        config.polite = tact_lib::PoliteConfig::with_period(duration("testpoint", p)?);
+        config.polite = tact_lib::PoliteConfig::with_period(period);
     }
     if let Some(n) = name {
         config.name = Some(n);
@@ -81,13 +90,25 @@ pub(crate) fn configure(
         config.state_dir = Some(dir);
     }
     if let Some(b) = bootstrap {
-        config.polite.bootstrap = b;
+        config.polite.bootstrap = match convert::count("bootstrap", b)? {
+            0 => return Err(PyValueError::new_err("bootstrap = 0: must be at least 1")),
+            b => b,
+        };
     }
     if let Some(p) = probation {
         config.polite.probation = Some(duration("probation", p)?);
     }
     if let Some(s) = max_suspension {
-        config.polite.max_suspension = duration("max_suspension", s)?;
+        let cap = duration("max_suspension", s)?;
+        // Suspensions start at one testpoint period and double up to the cap.
+        if cap < config.polite.period {
+            return Err(PyValueError::new_err(format!(
+                "max_suspension = {}: must be at least the testpoint period ({})",
+                humantime::format_duration(cap),
+                humantime::format_duration(config.polite.period)
+            )));
+        }
+        config.polite.max_suspension = cap;
     }
     if let Some(d) = disabled {
         config.disabled = d;

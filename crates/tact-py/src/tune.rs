@@ -139,8 +139,8 @@ impl Controller {
     fn new(
         py: Python<'_>,
         policy: &str,
-        n_init: Option<usize>,
-        n_max: usize,
+        n_init: Option<i64>,
+        n_max: i64,
         saturation_unseen: bool,
         coordinate: Option<&str>,
         coordinate_mode: &str,
@@ -150,10 +150,14 @@ impl Controller {
         psi_cgroup: Option<PathBuf>,
         params: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let n_max: usize = crate::convert::count("n_max", n_max)?;
         if n_max == 0 {
             return Err(PyValueError::new_err("n_max = 0: at least one worker"));
         }
-        let n_init = n_init.unwrap_or_else(|| online_cpus().min(n_max));
+        let n_init = match n_init {
+            Some(n) => crate::convert::count("n_init", n)?,
+            None => online_cpus().min(n_max),
+        };
         let store = store(key, key_dir)?;
         let (mut engine, keyed, unusable) = build(policy, n_init, n_max, params, store)?;
         // A spec such as "tcc:psi=1" gives an opaque policy: its parameters say whether it
