@@ -9,9 +9,8 @@ use tact_core::polite::{PoliteConfig, DEFAULT_HALF_LIFE};
 pub const DEFAULT_SAVE_EVERY: Duration = Duration::from_secs(300);
 
 /// Shortest and longest testpoint period `TACT_TESTPOINT` (or Python's `configure(testpoint=)`)
-/// may ask for: below a millisecond the
-/// coarse clock of the fast path cannot tell periods apart; above a minute regulation is too slow
-/// to react to anything.
+/// may ask for: below a millisecond the coarse clock of the fast path cannot tell periods apart;
+/// above a minute regulation is too slow to react to anything.
 pub const PERIOD_RANGE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(60));
 
 /// Everything a [`Supervisor`](crate::Supervisor) needs to know.

@@ -18,8 +18,8 @@ automatically; nothing needs tuning. This is MS Manners / BeNice (Douceur & Bolo
 The other commands: `tact run --idle` lets a job use a CPU, disk or link only after the foreground
 has left it idle for a preemption interval (idletime scheduling); `tact share` divides the CPU
 among jobs in given proportions (ALPS); `tact tickets` gives jobs CPU, disk and memory rights
-through currencies and tickets; `tact tune` runs as many of a program's jobs at once as give the best throughput
-(TCC).";
+through currencies and tickets; `tact tune` runs as many of a program's jobs at once as give the
+best throughput (TCC).";
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -1099,7 +1099,6 @@ fn peek(s: &str) -> Result<Peek, String> {
     }
 }
 
-/// A human duration that must be greater than zero.
 /// `tact share --quantum`: a duration within what the share engine takes.
 fn quantum(s: &str) -> Result<Duration, String> {
     use tact_core::share::{MAX_QUANTUM_NS, MIN_QUANTUM_NS};
@@ -1112,6 +1111,7 @@ fn quantum(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A human duration that must be greater than zero.
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
     match duration(s)? {
         d if d.is_zero() => Err(format!("`{s}` must be greater than zero")),
