@@ -107,7 +107,8 @@ pub enum Command {
     Attach(AttachArgs),
     /// Show in under a minute what tact does, against an unregulated and a nice'd background job.
     Demo(DemoArgs),
-    /// Resume processes that a crashed tact left stopped (also done at the start of every command).
+    /// Resume processes that a crashed tact left stopped (also done at the start of every other
+    /// command but exec-wrap, which runs once per job of `tact tune`).
     Recover,
     /// Hand out the machine-wide run turn, so that regulated jobs run one at a time.
     #[command(after_help = DAEMON_EXAMPLES)]
