@@ -27,7 +27,7 @@ use std::path::Path;
 
 use tact_core::tickets::compile::{WeightRange, CPU_SHARES_V1, CPU_WEIGHT_V2};
 use tact_core::tickets::{CurrencyId, Model, PerResource, Resource, TicketSystem};
-use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuHierarchy};
+use tact_linux::actuate::cgroup_cpu::{read_procs, CgroupVersion, CpuHierarchy};
 use tact_linux::actuate::cgroup_knobs::{
     Controller, DiskKnob, Hierarchies, KnobTree, KnobWrite, MemProtection, NodeId,
 };
@@ -223,16 +223,15 @@ fn no_internal_processes(hier: &CpuHierarchy, base: &Path) -> Option<String> {
     if hier.version != CgroupVersion::V2 || base == hier.cpu.dir {
         return None;
     }
-    let procs = std::fs::read_to_string(base.join("cgroup.procs")).ok()?;
-    let n = procs.lines().count();
-    let me = std::process::id().to_string();
+    let procs = read_procs(base).ok()?;
+    let n = procs.len();
     (n > 0).then(|| {
         format!(
             "{} holds {n} process(es){}, and on cgroup v2 the children of a cgroup with \
              processes get no controllers (only the root's may): give the daemon --cgroup-parent \
              DIR, an empty cgroup (docs/tickets.md, \"Running the daemon\")",
             base.display(),
-            if procs.lines().any(|l| l.trim() == me) {
+            if procs.contains(&(std::process::id() as i32)) {
                 " (the daemon among them)"
             } else {
                 ""
