@@ -560,14 +560,17 @@ fn sigterm_ends_the_started_commands_whole_tree_and_leaves_adopted_ones_running(
 #[test]
 fn bad_input_is_refused_with_the_argument_named() {
     let runtime = tempfile::tempdir().unwrap();
-    let refuse = |args: &[&str], needle: &str| {
-        let (out, err) = run({
+    let share = |args: &[&str]| {
+        run({
             let mut c = tact();
             c.arg("share")
                 .args(args)
                 .env("TACT_RUNTIME_DIR", runtime.path());
             c
-        });
+        })
+    };
+    let refuse = |args: &[&str], needle: &str| {
+        let (out, err) = share(args);
         assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
         assert!(
             err.contains(needle),
@@ -591,31 +594,21 @@ fn bad_input_is_refused_with_the_argument_named() {
         "only apply to the signals backend",
     );
     // Outside the engine's range: refused by the parser with the bounds, as `--quantum 0` is.
-    let (out, err) = run({
-        let mut c = tact();
-        c.args(["share", "--quantum", "1h", "--job", "1=true"])
-            .env("TACT_RUNTIME_DIR", runtime.path());
-        c
-    });
+    let (out, err) = share(&["--quantum", "1h", "--job", "1=true"]);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("--quantum") && err.contains("outside 100us..60s"),
         "{err}"
     );
     // An option the chosen backend does not use is said to be unused.
-    let (out, err) = run({
-        let mut c = tact();
-        c.args([
-            "share",
-            "--backend",
-            "signals",
-            "--cgroup-parent",
-            "/sys/fs/cgroup",
-        ])
-        .args(["--job", "1=true"])
-        .env("TACT_RUNTIME_DIR", runtime.path());
-        c
-    });
+    let (out, err) = share(&[
+        "--backend",
+        "signals",
+        "--cgroup-parent",
+        "/sys/fs/cgroup",
+        "--job",
+        "1=true",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("--cgroup-parent is not used"), "{err}");
 }
