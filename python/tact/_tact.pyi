@@ -3,7 +3,7 @@
 import os
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, List, Optional, Type, Union
+from typing import Any, Dict, List, Optional, Type, Union
 
 from . import IdleStatus, Stats
 from .tune import ControllerStatus, Pressure, Transition

@@ -60,6 +60,12 @@ def test_bad_policies_and_events_raise_value_error():
         tact.Controller("static:3", p=0.3)
     with pytest.raises(ValueError, match="n_max"):
         tact.Controller(n_max=0)
+    # An n_init above n_max is refused with a spec as without one (a spec used to clamp it).
+    with pytest.raises(ValueError, match="n_init = 100: must be at most n_max = 8"):
+        tact.Controller("tcc:q=0.2", n_init=100, n_max=8)
+    # An n_min in the spec above the largest count: refused, not a Rust panic.
+    with pytest.raises(ValueError, match="must be at least n_min"):
+        tact.Controller("tcc:n_min=100", n_max=8)
     c = tact.Controller(n_max=4)
     with pytest.raises(ValueError, match="now"):
         c.on_tick(-1.0)

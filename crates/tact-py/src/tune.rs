@@ -155,7 +155,16 @@ impl Controller {
             return Err(PyValueError::new_err("n_max = 0: at least one worker"));
         }
         let n_init = match n_init {
-            Some(n) => crate::convert::count("n_init", n)?,
+            // Plain "tcc" validates it with its parameters; a spec ("tcc:q=0.2", "static:4")
+            // would clamp it into range, so it is refused here as it is there.
+            Some(n) => match crate::convert::count("n_init", n)? {
+                n if n > n_max && policy.trim() != "tcc" => {
+                    return Err(PyValueError::new_err(format!(
+                        "n_init = {n}: must be at most n_max = {n_max}"
+                    )))
+                }
+                n => n,
+            },
             None => online_cpus().min(n_max),
         };
         let store = store(key, key_dir)?;

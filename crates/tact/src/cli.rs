@@ -525,7 +525,7 @@ How the count reaches the program:
                       between tasks (blocked, CPU clock still), running ones mid-task only
                       after --freeze-wait (1s), and swaps those back in soon. Frozen workers
                       are continued on any exit (by the guard if tact is killed) and before a
-                      signal is passed on. Needs --completions file:PATH or tree; -v and
+                      signal is passed on. Needs --completions file:PATH, tree or wrap; -v and
                       --json-log show how many are frozen
 
 What counts as a finished job (--completions):
@@ -545,7 +545,7 @@ When to use --bottleneck: by throughput alone TCC stops where one more step gain
 (14%), which on a gently bending curve leaves the bottleneck at 75-85%. If you know what the jobs
 saturate, name it: TCC then goes on while it is below 90% busy (tcc:util=0.9). Name a resource
 the jobs do saturate: with one that never fills up, TCC climbs for as long as throughput rises
-at all. The sources, read every 100 ms:
+at all. The sources, read on the controller's ticks (--tick), at most every 100 ms:
   cpu:LIST            busy fraction of those CPUs (cpu:1, cpu:0,2-3): jobs bound to a CPU set
   psi:cpu|io|memory   fraction of time some task waited for it (/proc/pressure): when you cannot
                       name the CPUs or the device
@@ -560,7 +560,7 @@ at all. The sources, read every 100 ms:
                       replies or an upload
   net:IF@RATE,rx      bits IF receives over RATE: the ingress, e.g. a crawler downloading
 A RATE or N below what the link or device really does shows as readings above 100% (tact warns
-after a second of them): the hint then never fires. --json-log records every reading. Once the
+after 10 readings in a row above 120%): the hint then never fires. --json-log records every reading. Once the
 count holds, a bottleneck that had room and now reads above 97% (tcc:saturated=0.97) starts a
 new round of measuring: something else is using it.
 
@@ -598,7 +598,8 @@ were as fair, but their counts added up to 1.5-2.67x, and 4 kept the bottleneck 
 -v and --json-log show each wait, grant and release; the summary line counts the turns and the
 time spent waiting for them.
 
-tact passes SIGINT and SIGTERM on to every process of the command, its children included (a
+tact passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to every process of the command, its
+children included (a
 Ctrl-C only to those outside the terminal's process group, which had it already), and exits with
 the command's status.";
 
@@ -631,7 +632,7 @@ pub struct TuneArgs {
     pub signals_start: Option<u32>,
     /// The command runs a fixed pool of long-lived workers: keep the count of them running and
     /// stop the rest (SIGSTOP), between tasks where tact can tell, continuing them (SIGCONT) as
-    /// the count rises. Needs --completions file:PATH or tree.
+    /// the count rises. Needs --completions file:PATH, tree or wrap: a worker's exit is no task.
     #[arg(long)]
     pub freeze: bool,
     /// With --freeze: the workers are the processes N levels below the command's [default: 1,

@@ -402,8 +402,21 @@ fn assert_refused(dir: &Path, cases: &[(&[&str], i32, &str)]) {
 #[test]
 fn bad_input_gets_a_one_line_error_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], i32, &str); 6] = [
+    let cases: [(&[&str], i32, &str); 7] = [
         (&["--max", "0", "--", "touch", "ran"], 2, "--max"),
+        (
+            &[
+                "--policy",
+                "tcc:n_min=9",
+                "--max",
+                "8",
+                "--",
+                "touch",
+                "ran",
+            ],
+            125,
+            "n_max = 8: must be at least n_min",
+        ),
         (
             &["--init", "5", "--max", "3", "--", "touch", "ran"],
             125,
@@ -958,17 +971,20 @@ fn a_recorded_count_is_read_and_a_bad_one_ignored() {
             ])
             .output()
             .unwrap();
-        let first = fs::read_to_string(dir.path().join("tune.jsonl"))
-            .ok()
-            .and_then(|text| {
-                let log: Vec<Value> = text
-                    .lines()
+        let log: Vec<Value> = fs::read_to_string(dir.path().join("tune.jsonl"))
+            .map(|text| {
+                text.lines()
                     .map(|l| serde_json::from_str(l).unwrap())
-                    .collect();
-                of_kind(&log, "target").first().map(|t| t["target"].clone())
-            });
+                    .collect()
+            })
+            .unwrap_or_default();
+        let first = of_kind(&log, "target").first().map(|t| t["target"].clone());
         let _ = fs::remove_file(dir.path().join("tune.jsonl"));
-        (out, first)
+        (
+            out,
+            first,
+            of_kind(&log, "key").first().map(|k| k["warm"].clone()),
+        )
     };
 
     fs::write(
@@ -976,7 +992,7 @@ fn a_recorded_count_is_read_and_a_bad_one_ignored() {
         r#"{"steady_count": 6, "command": "by hand"}"#,
     )
     .unwrap();
-    let (out, first) = run("hand", "tcc");
+    let (out, first, _) = run("hand", "tcc");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(first, Some(cut_of(6).into()));
     // A smaller --max bounds the recorded count too.
@@ -985,7 +1001,7 @@ fn a_recorded_count_is_read_and_a_bad_one_ignored() {
         r#"{"steady_count": 50, "command": ""}"#,
     )
     .unwrap();
-    let (out, first) = run("big", "tcc");
+    let (out, first, _) = run("big", "tcc");
     assert!(
         stderr(&out).contains("warm start from 8 jobs"),
         "{}",
@@ -993,12 +1009,27 @@ fn a_recorded_count_is_read_and_a_bad_one_ignored() {
     );
     assert_eq!(first, Some(cut_of(8).into()));
     // The user's own warm= wins over the record.
-    let (_, first) = run("hand", "tcc:warm=7");
+    let (_, first, warm) = run("hand", "tcc:warm=7");
     assert_ne!(cut_of(7), cut_of(6));
     assert_eq!(first, Some(cut_of(7).into()));
+    assert_eq!(
+        warm,
+        Some(7.into()),
+        "the key line logs the warm TCC starts from"
+    );
+    // A larger n_min raises the recorded count to it, as the library's pools do.
+    let (out, first, warm) = run("hand", "tcc:n_min=7");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warm start from 7 jobs"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(warm, Some(7.into()));
+    assert_eq!(first, Some(7.into()), "the first cut is held at n_min");
 
     fs::write(keys.join("bad.json"), "seven").unwrap();
-    let (out, first) = run("bad", "tcc");
+    let (out, first, _) = run("bad", "tcc");
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
@@ -1007,14 +1038,14 @@ fn a_recorded_count_is_read_and_a_bad_one_ignored() {
     );
     assert_eq!(first, Some(1.into()), "a cold start at --init");
 
-    let (out, _) = run("hand", "static:2");
+    let (out, _, _) = run("hand", "static:2");
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("warm start is TCC's"),
         "{}",
         stderr(&out)
     );
-    let (out, _) = run("../escape", "tcc");
+    let (out, _, _) = run("../escape", "tcc");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("is not a key"), "{}", stderr(&out));
 }

@@ -231,7 +231,9 @@ fn tcc_params(options: &str, n_init: usize, n_max: usize) -> Result<TuneParams, 
         })?;
         set_tcc_field(&mut params, key.trim(), value.trim())?;
     }
-    params.n_init = n_init.clamp(params.n_min.max(1), params.n_max.max(1));
+    // Not `clamp`: it panics on an n_min above n_max, which validation refuses with its own
+    // message (`tcc:n_min=9` beside `--max 8`).
+    params.n_init = n_init.max(params.n_min.max(1)).min(params.n_max.max(1));
     Ok(params)
 }
 
@@ -348,5 +350,14 @@ mod tests {
         assert!(e.contains("psi") && e.contains("not a switch"), "{e}");
         assert!(tcc_params_from_spec("static:3", 2, 8).unwrap().is_none());
         assert!(!tcc_params_from_spec(" tcc ", 2, 8).unwrap().unwrap().psi);
+    }
+
+    #[test]
+    fn an_n_min_above_n_max_is_refused_not_a_panic() {
+        let e = policy_from_spec("tcc:n_min=9", 2, 8)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("n_max = 8: must be at least n_min"), "{e}");
     }
 }

@@ -429,8 +429,9 @@ pub fn check(completions: &Counting) -> Result<()> {
     if *completions == Counting::Children {
         bail!(
             "--freeze: a pool's workers live on from task to task, so their exits count no \
-             tasks; count them with --completions file:PATH (a counter the program keeps) or \
-             tree (when each task is a process of its own)"
+             tasks; count them with --completions file:PATH (a counter the program keeps), \
+             tree (when each task is a process of its own) or wrap (tasks run through tact \
+             exec-wrap)"
         );
     }
     Ok(())

@@ -327,11 +327,12 @@ fn controller(
     let policy = policy_from_spec(&spec, n_init, n_max)
         .map_err(|e| anyhow!("--policy {}: {e}", args.policy))?;
     let pressure = pressure_meter(&spec, n_init, n_max, args.psi_cgroup.as_deref())?;
+    let tcc = tcc_params_from_spec(&spec, n_init, n_max).ok().flatten();
     if let Some(store) = store {
-        report.key(store.key(), store.path(), warm)?;
+        // The count TCC starts from: the record's, or a warm= of the user's own, which wins.
+        report.key(store.key(), store.path(), tcc.as_ref().and_then(|p| p.warm))?;
     }
     let target = policy.target();
-    let tcc = tcc_params_from_spec(&spec, n_init, n_max).ok().flatten();
     let mut start = start_line(&driving(args), target, n_max, &spec, tcc.as_ref());
     if let Some(meter) = &pressure {
         start = format!("{start}; PSI from {}", meter.source());
@@ -464,9 +465,15 @@ fn warm_start(
     {
         return Ok((spec.to_string(), None));
     }
+    // A bad spec is refused with its own message where the policy is built.
+    let n_min = tcc_params_from_spec(spec, 1, n_max)
+        .ok()
+        .flatten()
+        .map_or(1, |p| p.n_min);
     let count = match store.load() {
-        // A smaller --max than the run that recorded it bounds it too.
-        Loaded::Count(n) => n.min(n_max),
+        // A smaller --max than the run that recorded it bounds it too, and a larger n_min
+        // raises it, as the library's hosts do (`Keyed::start`).
+        Loaded::Count(n) => n.min(n_max).max(n_min),
         Loaded::Nothing => return Ok((spec.to_string(), None)),
         Loaded::Unusable(why) => {
             tracing::warn!(
