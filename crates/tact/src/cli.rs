@@ -560,9 +560,9 @@ at all. The sources, read on the controller's ticks (--tick), at most every 100 
                       replies or an upload
   net:IF@RATE,rx      bits IF receives over RATE: the ingress, e.g. a crawler downloading
 A RATE or N below what the link or device really does shows as readings above 100% (tact warns
-after 10 readings in a row above 120%): the hint then never fires. --json-log records every reading. Once the
-count holds, a bottleneck that had room and now reads above 97% (tcc:saturated=0.97) starts a
-new round of measuring: something else is using it.
+after 10 readings in a row above 120%): the hint then never fires. --json-log records every
+reading. Once the count holds, a bottleneck that had room and now reads above 97%
+(tcc:saturated=0.97) starts a new round of measuring: something else is using it.
 
 PSI (--policy tcc:psi=1): tact reads /proc/pressure/{memory,io} every second, or with
 --psi-cgroup DIR the cgroup v2 directory's memory.pressure and io.pressure. A step up during
@@ -599,9 +599,8 @@ were as fair, but their counts added up to 1.5-2.67x, and 4 kept the bottleneck 
 time spent waiting for them.
 
 tact passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to every process of the command, its
-children included (a
-Ctrl-C only to those outside the terminal's process group, which had it already), and exits with
-the command's status.";
+children included (a Ctrl-C only to those outside the terminal's process group, which had it
+already), and exits with the command's status.";
 
 #[derive(Debug, Args)]
 #[command(group(
