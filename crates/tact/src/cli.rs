@@ -227,26 +227,31 @@ pub struct PoliteArgs {
     /// them whole, as the paper did [default: 100 testpoints].
     #[arg(long, value_name = "DUR|off", value_parser = peek)]
     pub peek: Option<Peek>,
-    /// Sign-test false-alarm level: lower reacts slower but suspends less by mistake.
+    /// Sign-test false-alarm level: lower reacts slower but suspends less by mistake. In
+    /// [2^-32, --beta): a poor verdict takes at least ⌈−log2 A⌉ testpoints (5 at 0.05).
     #[arg(long, value_name = "A", default_value_t = 0.05)]
     pub alpha: f64,
-    /// Sign-test miss level: higher resumes sooner after contention ends.
+    /// Sign-test miss level: higher resumes sooner after contention ends. Above --alpha, below 1.
     #[arg(long, value_name = "B", default_value_t = 0.2)]
     pub beta: f64,
     /// Testpoints of unregulated running that calibrate the first target (when none is saved).
     #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub bootstrap: u32,
     /// After calibrating, cap the job at 25% of the time for this long, in case calibration ran
-    /// under load. Default: 10m, or none when the machine was quiet or a saved target exists.
+    /// under load. Default: 10m, or none when the machine was quiet (PSI some below 5%, the
+    /// job's own stalls included) or a saved target exists.
     #[arg(long, value_name = "DUR", value_parser = duration)]
     pub probation: Option<Duration>,
     /// Where calibrated targets persist between runs [default: $XDG_STATE_HOME/tact].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Name under which the target is saved [default: derived from the program and --progress].
+    /// Name under which the target is saved and the job shows in `tact status` [default: the
+    /// program's file name in status; the target's key derived from the command and --progress].
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Write a JSON object per line to FILE: one per testpoint, or with --idle one per hold and
+    /// Write a JSON object per line to FILE: one per evaluated testpoint (its `kind`: judged,
+    /// peek, ...) and one as the job resumes after each stop (`"kind":"resumed"`: seconds
+    /// stopped, the largest and last PSI stall seen meanwhile); or with --idle one per hold and
     /// release, the gates' counters every second, and a summary at the end.
     #[arg(long, value_name = "FILE")]
     pub json_log: Option<PathBuf>,
@@ -1057,7 +1062,8 @@ Examples:
   tact daemon --metrics 127.0.0.1:9477         also export Prometheus metrics
   TACT_SOCKET=/tmp/t.sock tact daemon          a separate instance; jobs find it through the variable
 
-Jobs register when a daemon runs and run alone when none does. `tact status` shows them.";
+Jobs register with a daemon that runs when they start, and run alone when none does (a daemon
+started later takes the jobs that start after it). `tact status` shows them.";
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {

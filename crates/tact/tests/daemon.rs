@@ -848,6 +848,82 @@ fn status_shows_a_library_jobs_rate_against_its_target() {
     worker.join().unwrap();
 }
 
+/// Creates its file when dropped: a job waiting for it ends however its test does.
+struct Stop(PathBuf);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "");
+    }
+}
+
+/// A `tact run` job in `tact status`: named by its program (not by whatever follows the command
+/// line's last '/'), no target while it calibrates, and the rate the testpoint judged, which on
+/// a counter of wall-clock milliseconds is 1000/s however loaded the machine is (it read about
+/// half that once polls came twice per testpoint).
+#[test]
+fn a_run_job_shows_its_program_and_the_rate_it_was_judged_on() {
+    let d = Daemon::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (counter, stop) = (dir.path().join("ms"), dir.path().join("stop"));
+    let _stop = Stop(stop.clone());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    std::fs::write(&counter, format!("{now_ms}\n")).unwrap();
+    let script = format!(
+        "while [ ! -e {s} ]; do date +%s%3N > {c}.tmp; mv {c}.tmp {c}; sleep 0.02; done",
+        s = stop.display(),
+        c = counter.display()
+    );
+    let mut run = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .args(["run", "--socket"])
+        .arg(&d.path)
+        .args([
+            "--testpoint",
+            "100ms",
+            "--bootstrap",
+            "20",
+            "--probation",
+            "0",
+        ])
+        .arg("--progress")
+        .arg(format!("file:{}", counter.display()))
+        .arg("--state-dir")
+        .arg(dir.path())
+        .args(["--", "/bin/sh", "-c", &script])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut calibrating, mut running) = (Vec::new(), Vec::new());
+    wait_for(PATIENCE, "ten reports of the job running", || {
+        let status = d.status();
+        let Some(job) = status["jobs"].as_array().and_then(|j| j.first().cloned()) else {
+            return false;
+        };
+        match job["reported"].as_str() {
+            Some("calibrating") => calibrating.push(job),
+            Some("running") => running.push(job),
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        running.len() >= 10
+    });
+    std::fs::write(&stop, "").unwrap();
+    assert!(run.wait().unwrap().success());
+    assert!(!calibrating.is_empty(), "never shown calibrating");
+    for job in &calibrating {
+        assert!(job["target"].is_null(), "a target while calibrating: {job}");
+    }
+    assert_eq!(running[0]["name"], "sh", "{}", running[0]);
+    let mut rates: Vec<f64> = running.iter().filter_map(|j| j["rate"].as_f64()).collect();
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    assert!((750.0..1350.0).contains(&median), "rates {rates:?}");
+}
+
 /// Two `tact run` jobs outlive their daemon: when it dies by SIGKILL (it cannot tell them),
 /// the one waiting stopped for its turn is resumed and both work alone; a new daemon on the same
 /// socket gets both back.
@@ -916,12 +992,6 @@ fn an_idle_gated_run_job_shows_its_gate_in_status() {
     let dir = tempfile::tempdir().unwrap();
     let stop = dir.path().join("stop");
     // The job ends however the test does.
-    struct Stop(PathBuf);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.0, "");
-        }
-    }
     let _stop = Stop(stop.clone());
     let mut run = tact()
         .env("TACT_RUNTIME_DIR", dir.path())

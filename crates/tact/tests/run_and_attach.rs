@@ -79,6 +79,13 @@ fn bad_input_gets_a_one_line_error_naming_the_choices() {
     let (code, err) = output(&["run", "--alpha", "0.5", "--", "true"]);
     assert_eq!(code, 125);
     assert!(err.contains("alpha"), "{err}");
+    // Named as the option, not as the engine's window cap.
+    let (code, err) = output(&["run", "--alpha", "1e-12", "--", "true"]);
+    assert_eq!(code, 125);
+    assert!(
+        err.contains("--alpha 0.000000000001 is below 2.33e-10"),
+        "{err}"
+    );
 
     let (code, err) = output(&["attach", "999999999"]);
     assert_eq!(code, 125);
@@ -112,6 +119,54 @@ fn sigterm_to_tact_is_passed_on_and_the_status_returned() {
     assert!(
         tact_linux::ProcReader::new().stat(sleeper).is_err(),
         "sleep still exists"
+    );
+}
+
+/// When regulation fails mid-run (here its guard is killed, without which tact stops nothing),
+/// the command runs on unregulated: tact says why at once, not when the command ends, passes a
+/// SIGTERM on meanwhile (it used to sit in tact's blocked signal mask), and exits 125.
+#[test]
+fn a_run_whose_regulation_fails_says_so_at_once_and_still_passes_signals_on() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (counter, cmd) = stalling_job(dir.path());
+    let log = dir.path().join("trace.jsonl");
+    let mut t = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .arg("run")
+        .args(FAST_REGULATION)
+        .arg("--progress")
+        .arg(format!("file:{}", counter.display()))
+        .arg("--state-dir")
+        .arg(dir.path())
+        .arg("--json-log")
+        .arg(&log)
+        .arg("--")
+        .args(&cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = t.id() as i32;
+    // The guard starts at the first stop.
+    let guard = wait_for_some(Duration::from_secs(60), "tact's guard", || {
+        children_matching(pid, "__guard").first().copied()
+    });
+    let job = children_matching(pid, "sh -c")[0];
+    kill(guard, Signal::SIGKILL);
+    let mut lines = BufReader::new(t.stderr.take().unwrap()).lines();
+    let said = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("runs on unregulated"))
+        .expect("tact says regulation ended while the command runs");
+    assert!(said.contains("guard"), "{said}");
+    assert!(!any_stopped(&tree(job)), "the job is left stopped");
+    kill(pid, Signal::SIGTERM);
+    let status = t.wait().unwrap();
+    assert_eq!(status.code(), Some(125));
+    assert!(
+        tact_linux::ProcReader::new().stat(job).is_err(),
+        "the job outlived the SIGTERM passed on"
     );
 }
 

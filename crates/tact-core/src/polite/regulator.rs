@@ -54,9 +54,15 @@ pub enum Phase {
     },
     /// Regulated, and execution capped at the duty cap until `until`.
     Probation {
+        /// Logged in seconds, as every other time of a `--json-log`.
+        #[serde(serialize_with = "seconds")]
         until: Duration,
     },
     Regulated,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// What happened to the progress of this call.

@@ -129,17 +129,26 @@ impl ProgressMeter {
     /// Reads every source for the current tree `members` (as given by `JobTree::members`,
     /// parents before children) and returns the cumulative totals since the first call. Members
     /// that exited since are skipped; a `file:` source that cannot be read or holds no number is
-    /// an error naming the file (the totals are then left as they were).
+    /// an error naming the file (the totals are then left as they were). A file that cannot be
+    /// read at the first call counts from 0 once it can (it was created during the job); one
+    /// that holds no number then (caught mid-rewrite: `echo $n > FILE` empties it first) leaves
+    /// the baseline to the next call.
     pub fn sample(&mut self, members: &[ProcId]) -> Result<Vec<f64>> {
         let first_call = !self.called;
-        self.called = true;
         // Read the files first: an error must leave the counts unchanged.
         let mut file_values = vec![None; self.sources.len()];
         for (i, source) in self.sources.iter().enumerate() {
             if let ProgressSource::File(path) = source {
-                file_values[i] = Some(last_number_in(path)?);
+                match last_number_in(path) {
+                    Ok(value) => file_values[i] = Some(value),
+                    Err(e) => {
+                        self.called |= !matches!(e, Error::Parse { .. });
+                        return Err(e);
+                    }
+                }
             }
         }
+        self.called = true;
         let seen = self.read_members(members)?;
         let baseline = !self.started;
         self.started = true;
@@ -407,6 +416,23 @@ mod tests {
         assert!(err.contains(&path.display().to_string()), "{err}");
         fs::write(&path, "4\n").unwrap();
         assert_eq!(m.sample(&[]).unwrap(), vec![8.5]);
+    }
+
+    #[test]
+    fn a_file_without_a_number_at_the_start_leaves_the_baseline_to_the_next_read() {
+        let f = Fixture::new();
+        let path = f.dir.path().join("ms");
+        fs::write(&path, "").unwrap();
+        let mut m = f.meter(&[&format!("file:{}", path.display())]);
+        assert!(m.sample(&[]).is_err());
+        fs::write(&path, "1764000000000\n").unwrap();
+        assert_eq!(
+            m.sample(&[]).unwrap(),
+            vec![0.0],
+            "the baseline, not progress"
+        );
+        fs::write(&path, "1764000000250\n").unwrap();
+        assert_eq!(m.sample(&[]).unwrap(), vec![250.0]);
     }
 
     #[test]

@@ -31,6 +31,8 @@ const QUIET_PSI_PERCENT: f64 = 5.0;
 /// A poll whose progress at the target rate accounts for less than this fraction of its time
 /// counts as one that saw no change (see `PoliteJob::negligible`).
 const NEGLIGIBLE_PROGRESS: f64 = 0.1;
+/// How long the first reading of the progress may keep failing before tact gives up on it.
+const BASELINE_PATIENCE: Duration = Duration::from_secs(1);
 /// Extra time the guard grants beyond the longest suspension before it presumes tact hung.
 const LEASE_SLACK: Duration = Duration::from_secs(5);
 /// How often a stopped job's regulator hears the machine's pressure: often enough that the end
@@ -123,6 +125,18 @@ impl Settings {
             bootstrap: args.bootstrap,
             ..base
         };
+        // A poor verdict needs ⌈−log₂ α⌉ samples in a window of at most window_cap: below
+        // 2^−window_cap the test could never say poor (the engine words it as a window cap,
+        // which no option sets).
+        let floor = 0.5f64.powi(cfg.window_cap as i32);
+        if args.alpha > 0.0 && args.alpha < floor {
+            bail!(
+                "--alpha {} is below {floor:.2e}: a verdict looks at most {} testpoints, too few \
+                 to judge poor at that level",
+                args.alpha,
+                cfg.window_cap
+            );
+        }
         cfg.validate()
             .map_err(|e| anyhow::anyhow!("{e} (see --alpha, --beta)"))?;
         Ok(Settings {
@@ -216,10 +230,13 @@ impl PoliteJob {
             bail!("process {pid} exited while tact was attaching to it");
         }
         let names: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
+        // `program` is the whole command line: name the job by its first word's file name,
+        // not by whatever follows the line's last '/' (`rsync -a /srv/ /mnt/backup/`).
         let shown = name.clone().unwrap_or_else(|| {
-            std::path::Path::new(program)
+            let argv0 = program.split_whitespace().next().unwrap_or(program);
+            std::path::Path::new(argv0)
                 .file_name()
-                .map_or(program.to_string(), |f| f.to_string_lossy().into_owned())
+                .map_or(argv0.to_string(), |f| f.to_string_lossy().into_owned())
         });
         let turn = Turn::join(socket.as_deref(), &shown, pid, priority)?;
         if turn.is_some() && verbose {
@@ -298,7 +315,7 @@ impl PoliteJob {
         if let Some(ended) = self.take_turn(events, false)? {
             return Ok(ended);
         }
-        let mut last = self.meter.sample(&self.tree.members())?;
+        let mut last = self.baseline()?;
         let mut last_poll = Instant::now();
         let mut last_save = Instant::now();
         loop {
@@ -392,6 +409,12 @@ impl PoliteJob {
             };
             match events.wait(self.root.as_fd(), wait.min(PRESSURE_TICK))? {
                 Event::Timeout => {
+                    // Probation stretches a suspension by 1/φ, past max_suspension and so past
+                    // the lease the stop took: tact is alive, so say so to the guard, which
+                    // would otherwise resume the job and leave.
+                    if let Some(guard) = &mut self.guard {
+                        guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
+                    }
                     stall = self.stall.stall();
                     stall_max = match (stall_max, stall) {
                         (Some(m), Some(s)) => Some(m.max(s)),
@@ -414,6 +437,23 @@ impl PoliteJob {
         self.summary.suspended += took;
         self.summary.longest = self.summary.longest.max(took);
         Ok(event)
+    }
+
+    /// The first reading of the progress sources. A counter file the job rewrites in place can
+    /// be caught empty (`echo $n > FILE` truncates first): read again for a moment before taking
+    /// that for a file without a number, which ended the run.
+    fn baseline(&mut self) -> Result<Vec<f64>> {
+        let deadline = Instant::now() + BASELINE_PATIENCE;
+        loop {
+            match self.meter.sample(&self.tree.members()) {
+                Ok(totals) => return Ok(totals),
+                Err(e) if Instant::now() < deadline => {
+                    tracing::debug!("first reading of the progress: {e}; reading again");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Stops the job's tree, with the guard and the crash record in place first.
@@ -483,15 +523,20 @@ impl PoliteJob {
             (Phase::Regulated, _) => ReportState::Running,
         };
         let first = |v: &[f64]| v.first().copied().filter(|r| r.is_finite() && *r >= 0.0);
+        // The progress the evaluation judged over its active time: it can cover several polls,
+        // and the last poll's alone over the whole time read half the rate once polls came
+        // twice per testpoint (as `report` and the library do).
         let rate = step
             .eval
             .as_ref()
             .filter(|e| e.d > 0.0)
-            .and_then(|e| first(dp).map(|p| p / e.d));
+            .and_then(|e| first(e.dp.get(&0).map_or(dp, |v| v.as_slice())).map(|p| p / e.d));
+        // No target while calibrating: the one in the making is not yet the job's.
+        let calibrating = matches!(self.reg.phase(), Phase::Bootstrap { .. });
         Report {
             state,
             rate,
-            target: first(&self.target_rates()).filter(|&r| r > 0.0),
+            target: first(&self.target_rates()).filter(|&r| r > 0.0 && !calibrating),
             unit: self.sources.first().map(|s| format!("{s}/s")),
             suspended_ms: self.summary.suspended.as_millis() as u64,
             suspend_for_ms: step.decision.suspension().as_millis() as u64,

@@ -59,15 +59,34 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
     };
     let ended = job.regulate(&mut events);
     let after = match ended {
-        Ok(Ended::Exited) => Ok(()),
-        Ok(Ended::Interrupted(sig)) => pass_on_until_exit(&mut job, &mut events, sig),
-        Err(e) => Err(e),
+        Ok(Ended::Exited) => Ok(None),
+        Ok(Ended::Interrupted(sig)) => {
+            pass_on_until_exit(&mut job, &mut events, sig).map(|()| None)
+        }
+        Err(e) => {
+            // The command runs on (regulate leaves it running): say why now, not when it ends,
+            // and keep passing signals on meanwhile, or a Ctrl-C would wait in tact's blocked
+            // mask for as long as the command runs.
+            eprintln!("tact: {e:#}; {cmd} runs on unregulated, and tact exits {TACT_FAILED}");
+            wait_passing_on(&mut job, &mut events).map(|()| Some(TACT_FAILED))
+        }
     };
     let summary = job.finish();
     let status = child.wait()?;
-    after?;
+    let failed = after?;
     eprintln!("{summary}");
-    Ok(exit_code(status))
+    Ok(failed.unwrap_or_else(|| exit_code(status)))
+}
+
+/// Waits for the command's exit, passing on any signal that comes meanwhile.
+fn wait_passing_on(job: &mut Job, events: &mut Events) -> Result<()> {
+    loop {
+        match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
+            Event::Ready => return Ok(()),
+            Event::Signal(sig) => return pass_on_until_exit(job, events, sig),
+            Event::Timeout => {}
+        }
+    }
 }
 
 /// Interrupted: pass the signal on to the whole job ([`super::pass_on`]'s rule) and wait for
