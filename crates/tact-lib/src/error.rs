@@ -16,6 +16,6 @@ pub enum Error {
     #[error("cannot save targets: {0}")]
     Save(tact_linux::Error),
     /// [`init`](crate::init) came after the process-wide supervisor had started.
-    #[error("tact is already set up in this process: call init() before the first testpoint")]
+    #[error("tact is already set up in this process: call init() before the first testpoint, set_priority(), supervisor() or Polite::new()")]
     AlreadyStarted,
 }

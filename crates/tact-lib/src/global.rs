@@ -100,7 +100,8 @@ pub fn supervisor() -> Option<&'static Arc<Supervisor>> {
 }
 
 /// Sets up the process-wide supervisor with `config` instead of the environment. Must come
-/// before the first testpoint: afterwards it returns [`Error::AlreadyStarted`].
+/// before anything that starts it from the environment: the first testpoint, [`set_priority`],
+/// [`supervisor`] or a [`crate::Polite`] unit; afterwards it returns [`Error::AlreadyStarted`].
 pub fn init(config: Config) -> Result<(), Error> {
     config.polite.validate()?;
     let mut started = false;

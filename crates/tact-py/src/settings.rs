@@ -44,7 +44,8 @@ fn running_period() -> Option<Duration> {
 ///     the target was learnt under load; 0 disables it. Default: none if the bootstrap ran on a
 ///     quiet machine, else 10 minutes.
 /// max_suspension: longest suspension, at least the testpoint period (default 60 s).
-/// disabled: make every testpoint a no-op (default: TACT_DISABLE).
+/// disabled: make every testpoint return at once, unregulated; its arguments are still checked
+///     (a negative progress raises ValueError) (default: TACT_DISABLE).
 ///
 /// Arguments left None keep the environment's setting or the default.
 #[allow(clippy::too_many_arguments)]
