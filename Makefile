@@ -3,7 +3,7 @@ CARGO ?= cargo
 VENV  := .venv
 PY    := $(VENV)/bin/python
 
-.PHONY: build test check-v2 python bench bench-quick bench-library bench-share bench-tune bench-idle bench-tickets demo lint clean
+.PHONY: build test check-v2 python bench bench-polite bench-quick bench-library bench-share bench-tune bench-idle bench-tickets demo lint clean
 
 build:
 	$(CARGO) build --release -p tact
@@ -30,15 +30,17 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# The polite benchmark needs PostgreSQL, pgbench and zstd (see bench/polite/README.md) and root
-# (it drops the page cache between repetitions). About 70 minutes; bench-quick is a 5-minute smoke run.
+# `make bench` runs every benchmark below, one after another: about 5.5 hours.
+#
+# bench-polite needs PostgreSQL, pgbench and zstd (see bench/polite/README.md) and root (it drops
+# the page cache between repetitions). About 70 minutes; bench-quick is a 5-minute smoke run.
 # The configuration of the table in docs/polite.md: two 30 s pgbench bursts with 30 s gaps against
 # tar | zstd -9 -T3 -B1MiB over a 4.4 GB tree, tact at 100 ms testpoints, 5 interleaved reps.
 BENCH_POLITE := --testpoint 100ms --reps 5 --tree-mb 4400 --scale 50 --burst-seconds 30 --gap 30 \
 	--bursts 2 --bootstrap 20 --zstd-threads 3 --zstd-block 1MiB
 
 bench: build $(PY)
-	$(PY) bench/polite/run.py --tact target/release/tact $(BENCH_POLITE) --out bench/out/polite
+	$(MAKE) bench-polite
 	$(CARGO) run -q --release -p tact-sim --example polite_claims -- bench/out/polite-sim.json
 	$(MAKE) bench-library
 	$(CARGO) run -q --release -p tact-sim --example share_claims -- bench/out/share-sim.json
@@ -60,8 +62,8 @@ bench-library: $(PY)
 	$(PY) bench/library/run.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/library
 	$(PY) bench/library/cost.py --cargo "$(CARGO)" --lock "$(BENCH_LOCK)" --out bench/out/library
 
-# bench/share (see bench/share/README.md): the ALPS paper's experiments for `tact share` (27 share
-# workloads, the I/O test, three instances, scalability) side by side with the kernel alone, nice,
+# bench/share (see bench/share/README.md): the ALPS paper's experiments for `tact share` (21 of its 27
+# share workloads pinned and 12 unpinned, all 27 with --full; the I/O test, three instances, scalability) side by side with the kernel alone, nice,
 # cpulimit and cgroup cpu.shares. Needs root (cgroups) and cpulimit (apt-get install -y cpulimit).
 # About 55 minutes on an idle 2-core machine with every mode; `make bench-share BENCH_SHARE=--quick`
 # is a 2-minute smoke run,
@@ -72,12 +74,12 @@ bench-share: build $(PY)
 	$(PY) bench/share/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --out bench/out/share $(BENCH_SHARE)
 
 # bench/tune (see bench/tune/README.md): TCC against every static pool size 1-64 (coarser on the
-# other scenarios), TCC in the paper's mode, AIMD, Vegas, Gradient2 and Envoy on a service with a
+# other scenarios), TCC in the paper's mode, AIMD, Vegas, Gradient2, Envoy and .NET hill climbing on a service with a
 # throughput knee: CPU (spec X1), memory (a memory cgroup under tact-test-*), disk (a blkio IOPS
 # cap), network (tbf 50 Mbit/s between namespaces), a competitor that comes and goes (X5) and two
 # pools sharing the service (X6); on X1 also tact tune with the driver as its command. Needs root
 # and iproute2. About 2 hours (run.py --dry-run);
-# `make bench-tune BENCH_TUNE=--quick` is a 6-minute smoke run, BENCH_TUNE='--scenario cpu' one
+# `make bench-tune BENCH_TUNE=--quick` is a 9-minute smoke run, BENCH_TUNE='--scenario cpu' one
 # scenario. Waits for $(BENCH_LOCK) like bench-library.
 BENCH_TUNE ?=
 
@@ -121,8 +123,13 @@ bench-tickets: build $(PY)
 	$(if $(filter e4,$(TICKETS_EXPERIMENTS)),$(PY) bench/tickets/e4.py $(TICKETS_ARGS) $(BENCH_TICKETS_E4))
 	$(if $(filter e5,$(TICKETS_EXPERIMENTS)),$(PY) bench/tickets/e5.py $(TICKETS_ARGS) $(BENCH_TICKETS_E5))
 
+bench-polite: build $(PY)
+	$(PY) bench/polite/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" $(BENCH_POLITE) \
+		--out bench/out/polite
+
 bench-quick: build $(PY)
-	$(PY) bench/polite/run.py --tact target/release/tact --quick --out bench/out/polite-quick
+	$(PY) bench/polite/run.py --tact target/release/tact --lock "$(BENCH_LOCK)" --quick \
+		--out bench/out/polite-quick
 
 demo: build
 	target/release/tact demo

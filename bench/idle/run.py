@@ -623,8 +623,8 @@ class Env:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="~2-minute smoke run: one intensity, two PIs per rig")
-    g.add_argument("--full", action="store_true", help="the spec's grid, 5 x 30 s per point (days)")
+    g.add_argument("--quick", action="store_true", help="~2.5-minute smoke run: one intensity, two PIs per rig")
+    g.add_argument("--full", action="store_true", help="the spec's grid, 5 x 30 s per point (about 22 h)")
     ap.add_argument("--rigs", default=",".join(RIGS), help="comma list of disk,net,cpu")
     ap.add_argument("--reps", type=int, help="repetitions of every point")
     ap.add_argument("--seconds", type=float, help="length of every point, s (the warm-up included)")

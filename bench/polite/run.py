@@ -4,7 +4,7 @@
 Foreground (high importance): PostgreSQL 15 from Debian, started here in a
 temporary directory on a Unix socket only, loaded by pgbench in bursts (a fixed
 number of transactions, then an idle gap of fixed length, several times).
-Background (low importance): `tar -cf - TREE | zstd -L -T1 > OUT` over a
+Background (low importance): `tar -cf - TREE | zstd -q -9 -T2 [-B SIZE] > OUT` over a
 generated, deterministic tree of files, read cold (page cache dropped).
 
 Modes, interleaved within each repetition (order rotated every rep):
@@ -46,6 +46,7 @@ from multiprocessing import Pool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+from common.lifecycle import DEFAULT_LOCK, take_lock  # noqa: E402
 from common.procs import TreeIoSampler, descendants, kill_tree, terminate_tree  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -864,6 +865,9 @@ def main():
                     help="switch the disk's I/O scheduler (e.g. bfq) for the run; restored at exit")
     ap.add_argument("--pg-bin", default=PG_BIN_DEFAULT)
     ap.add_argument("--port", type=int, default=54329)
+    ap.add_argument("--lock", default=DEFAULT_LOCK,
+                    help="wait while this file exists (another benchmark measures), then hold it during "
+                         "the run ('' to skip)")
     args = ap.parse_args()
     if args.from_results:
         return from_results(args.from_results, args.out)
@@ -903,6 +907,7 @@ def main():
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     atexit.register(CLEANUP.run)
+    take_lock(args.lock, CLEANUP, "bench/polite")
 
     # ---- preflight
     missing = [t for t in ("pgbench", "psql", "tar", "zstd", "nice", "ionice", "sh") if not shutil.which(t)]

@@ -29,14 +29,14 @@ this order by default), each against its own service:
               as the driver (a LocalCluster; tact.dask.AdaptiveSubmitter bounds the tasks in
               flight, static sweep included). Only tcc and tcc+util run; with cpu in the same run
               (--scenario cpu,dask) its G1 and G2 are checked against in-process X1's, +-3
-              points. Not in the default list (about 12 min).
+              points. Not in the default list (about 22 min; 12 with --policies tcc).
 
 The first four run a static sweep (the throughput curve and its references X*_max, X*_95), TCC
 with its defaults, TCC in paper mode (`tcc:fast=false,slow_start=false`) and the five baselines.
 The policy `tcc+util` ("tcc + util hint": `tcc:util=0.9`, tune-drive --bottleneck reporting the
 scenario's bottleneck as the table measures it: the service's CPU on cpu, competitor and pools,
 the capped device's reads over the cap (or its io_ticks without a cap) on disk, the shaped link's
-bits over its rate on net) runs everywhere but memory, which has no utilization to report.
+bits over its rate on net) runs everywhere but memory, which has no utilization to report, and x7.
 On pools, `tcc+turns` and `tcc+util+turns` run the pair with both drivers on one
 `--coordinate` key (turn-taking, spec section 6 item 4: one pool explores at a time), without
 and with the hint; they run nowhere else (one pool has nobody to take turns with).
@@ -150,7 +150,7 @@ SWITCH_ROWS = (("tcc", "tcc"), ("tcc + psi", "tcc:psi=1"))
 SWITCH_BIN_S = 2.0           # throughput and refault rates after the switch, in bins of this many s
 
 PRESETS = {
-    # a smoke test of every scenario's pipeline (~7-8 min); TCC barely reaches Steady, if at all
+    # a smoke test of every scenario's pipeline (~9 min); TCC barely reaches Steady, if at all
     "quick": dict(static_seconds=1.0, static_warmup=0.3, tcc_seconds=12.0, tcc_warmup=3.0,
                   paper_seconds=5.0, paper_warmup=1.0, adaptive_seconds=2.0, adaptive_warmup=1.0,
                   compete_seconds=40.0, compete_warmup=3.0, compete_hold=3.0, compete_on=10.0,
@@ -1958,7 +1958,7 @@ def main():
     ap.add_argument("--scenario", default=",".join(ALL_SCENARIOS),
                     help=f"comma list of {', '.join(SCENARIO_NAMES)} (default: all but x7, memory-switch and dask, "
                     "in that order)")
-    ap.add_argument("--quick", action="store_true", help="~7-minute smoke run of every scenario")
+    ap.add_argument("--quick", action="store_true", help="~9-minute smoke run of every scenario")
     ap.add_argument("--sizes", help="static sizes for every scenario, e.g. 1-64 or 1-16,20,24 ('' for none; "
                     f"default: cpu 1-64, the others {COARSE})")
     ap.add_argument("--policies", default=f"tcc,{EXT_FILE},{EXT_JOBSERVER},{HINT},{TURNS},{HINT_TURNS},"
