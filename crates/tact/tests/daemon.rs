@@ -983,6 +983,77 @@ fn run_jobs_survive_a_daemon_restart() {
     drop(tacts);
 }
 
+/// A process of the test's, killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Foreground traffic on lo: 1400-byte datagrams to a closed port, until dropped.
+fn udp_on_lo() -> Killed {
+    std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                      while True:\n    try: s.sendto(b'x' * 1400, ('127.0.0.1', 9))\n    \
+                      except OSError: pass\n",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Killed)
+        .unwrap()
+}
+
+/// A daemon that stops answering (stopped here, as a hung one would be) is lost after a few
+/// seconds, and an idle-gated job runs on with its gate: a report or a rejoin blocks tact well
+/// inside the guard's lease. Each used to block it for 10 s, as long as the lease, so whether
+/// the guard outlived them was a race of milliseconds (lost in a run with `--idle disk`: the
+/// guard resumed the job and left, and tact gave up with 125).
+#[test]
+fn an_idle_job_runs_on_when_its_daemon_stops_answering() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let d = Daemon::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let stop = dir.path().join("stop");
+    let _stop = Stop(stop.clone());
+    let run = tact()
+        .env("TACT_RUNTIME_DIR", dir.path())
+        .args(["run", "--socket"])
+        .arg(&d.path)
+        .args(["--idle", "net:lo", "--preempt", "50ms", "--", "sh", "-c"])
+        .arg(format!(
+            "while [ ! -e {} ]; do sleep 0.1; done",
+            stop.display()
+        ))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fg = udp_on_lo();
+    wait_for(PATIENCE, "the gate to have held the job", || {
+        d.status()["jobs"][0]["idle"]["gates"][0]["holds"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0
+    });
+    let daemon = Pid::from_raw(d.child.id() as i32);
+    kill(daemon, Signal::SIGSTOP).unwrap();
+    // Longer than the lease the guard had (10 s).
+    std::thread::sleep(Duration::from_secs(14));
+    kill(daemon, Signal::SIGCONT).unwrap();
+    drop(fg);
+    std::fs::write(&stop, "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("guard"), "{err}");
+}
+
 /// `tact run --idle net:lo` registers as a run job that never takes the turn: `tact status`
 /// (JSON and table) shows its gate with the counters of its `--json-log`, the daemon hands out
 /// no turn and revokes none, and the job ends cleanly.
@@ -1014,26 +1085,7 @@ fn an_idle_gated_run_job_shows_its_gate_in_status() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Foreground traffic on lo: 1400-byte datagrams to a closed port, until killed.
-    struct Killed(Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let fg = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-                      while True:\n    try: s.sendto(b'x' * 1400, ('127.0.0.1', 9))\n    \
-                      except OSError: pass\n",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Killed)
-        .unwrap();
+    let fg = udp_on_lo();
     let status_json = || {
         let out = tact()
             .args(["status", "--json", "--socket"])

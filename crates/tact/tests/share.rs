@@ -324,6 +324,31 @@ fn all_gone_or_running(ids: &[ProcId], ticks: u64) -> bool {
     })
 }
 
+/// A quantum longer than the watchdog's lease (5 s): tact renews it between ticks too. It used
+/// to renew only after a tick, so at 6 s the watchdog took tact for hung, resumed the jobs and
+/// left, and tact failed (125) at its next renewal.
+#[test]
+fn a_quantum_longer_than_the_watchdogs_lease_runs_to_the_end() {
+    let runtime = tempfile::tempdir().unwrap();
+    let (out, err) = run(share_on_one_cpu(
+        &[
+            "--backend",
+            "signals",
+            "--quantum",
+            "6s",
+            "--job",
+            &format!("1={}", spinner(8)),
+            "--job",
+            "1=sleep 8",
+        ],
+        runtime.path(),
+    ));
+    // `timeout` ends the spinner with 124, a failed job: 1, where tact's own failure is 125.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("guard"), "{err}");
+    assert_eq!(achieved(&err).len(), 2, "{err}");
+}
+
 #[test]
 fn sigkill_of_tact_leaves_no_job_stopped() {
     let mut e = Endless::start();
@@ -464,6 +489,42 @@ fn sigterm_resumes_the_jobs_passes_the_signal_on_and_reports() {
     }
     assert!(err.contains("signal 15"), "{err}");
     assert!(err.contains("target"), "{err}");
+}
+
+/// A command that ignores the SIGTERM tact passes on: a second signal, sent while tact waits
+/// for it, goes on too (it waited in tact's blocked mask until the command ended by itself).
+#[test]
+fn a_second_signal_reaches_a_command_that_ignored_the_first() {
+    let runtime = tempfile::tempdir().unwrap();
+    let tact = share_on_one_cpu(
+        &[
+            "--backend",
+            "signals",
+            "--quantum",
+            "10ms",
+            "--job",
+            "1=trap '' TERM; while :; do :; done",
+            "--job",
+            "9=trap '' TERM; while :; do :; done",
+        ],
+        runtime.path(),
+    );
+    let mut e = Endless::spawn(tact, runtime);
+    let jobs = e.wait_for_a_stop();
+    kill(e.tact.id() as i32, Signal::SIGTERM);
+    // Within the 10 s tact gives the commands to exit after passing the first on.
+    std::thread::sleep(Duration::from_secs(1));
+    kill(e.tact.id() as i32, Signal::SIGINT);
+    let ended = wait_for_some(Duration::from_secs(60), "tact to end", || {
+        e.tact.try_wait().unwrap()
+    });
+    assert_eq!(ended.code(), Some(128 + 15), "the first signal's status");
+    for p in &jobs {
+        assert!(
+            tact_linux::ProcReader::new().stat(*p).is_err(),
+            "job {p} outlived the SIGINT"
+        );
+    }
 }
 
 /// The process `cmdline` names among `pids`, as first seen.

@@ -262,6 +262,47 @@ fn sigterm_to_tact_continues_every_frozen_worker() {
     kill_ids(&ids);
 }
 
+/// Tuning that fails while the command runs (a --json-log that cannot be written) leaves the
+/// command running with its count, and tact waits for it still passing signals on: a SIGTERM
+/// reaches the pool's main shell (it sat in tact's blocked mask until the command ended).
+#[test]
+fn after_tuning_fails_a_signal_still_reaches_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    write_pool(dir.path());
+    let mut t = spawn_tune(
+        dir.path(),
+        &[
+            "--freeze",
+            "--completions",
+            "file:n",
+            "--json-log",
+            "/dev/full",
+            "--",
+            "sh",
+            "pool.sh",
+            "4",
+        ],
+    );
+    let root = t.id() as i32;
+    wait_for(Duration::from_secs(60), "tuning to stop", || {
+        spawned_stderr(dir.path()).contains("tuning stopped")
+    });
+    let ids = wait_for_some(Duration::from_secs(20), "the pool's workers", || {
+        let ids = pool_process(root, "pool.sh")
+            .map(workers)
+            .unwrap_or_default();
+        (ids.len() == 4).then_some(ids)
+    });
+    kill(root, Signal::SIGTERM);
+    wait_for(Duration::from_secs(20), "the command to take it", || {
+        dir.path().join("term").exists()
+    });
+    let status = t.wait().unwrap();
+    assert_eq!(status.code(), Some(125), "{}", spawned_stderr(dir.path()));
+    assert_eq!(stopped(&ids), 0, "a worker was left stopped");
+    kill_ids(&ids);
+}
+
 #[test]
 fn the_guard_continues_frozen_workers_when_tact_is_killed() {
     let dir = tempfile::tempdir().unwrap();

@@ -44,8 +44,9 @@ use super::turn::Turn;
 /// processes that are not idle yet.
 const EVERY_SECOND: Duration = Duration::from_secs(1);
 /// The guard resumes the job if tact neither renews within this long nor closes the socket (it
-/// hung); renewed every second.
-const LEASE: Duration = Duration::from_secs(10);
+/// hung); renewed every second, and more than a second and the daemon's calls (a report and a
+/// rejoin: `turn::TIMEOUTS`, 8 s at most) apart.
+const LEASE: Duration = Duration::from_secs(15);
 /// Where a link's kernel `why` for the daemon goes on with the marking's latest change.
 const SINCE: &str = "; since t=";
 /// The probe interval's bounds: δ ≤ p/10 (spec §3), but a probe reads /proc for every member.

@@ -33,8 +33,10 @@ const QUIET_PSI_PERCENT: f64 = 5.0;
 const NEGLIGIBLE_PROGRESS: f64 = 0.1;
 /// How long the first reading of the progress may keep failing before tact gives up on it.
 const BASELINE_PATIENCE: Duration = Duration::from_secs(1);
-/// Extra time the guard grants beyond the longest suspension before it presumes tact hung.
-const LEASE_SLACK: Duration = Duration::from_secs(5);
+/// Extra time the guard grants beyond the longest suspension before it presumes tact hung: more
+/// than tact may spend between two renewals while the job runs, a poll (at most 5 s) and the
+/// daemon's calls of a testpoint (a report, and a rejoin: `turn::TIMEOUTS`, 8 s at most).
+const LEASE_SLACK: Duration = Duration::from_secs(15);
 /// How often a stopped job's regulator hears the machine's pressure: often enough that the end
 /// of the foreground's work shows within a fraction of the regulator's one-second calm period.
 const PRESSURE_TICK: Duration = Duration::from_millis(250);
@@ -324,6 +326,8 @@ impl PoliteJob {
                 Event::Signal(sig) => return Ok(Ended::Interrupted(sig)),
                 Event::Timeout => {}
             }
+            // At every poll, whatever it reads: one that is skipped renews too.
+            self.renew()?;
             self.tree.refresh()?;
             let totals = match self.meter.sample(&self.tree.members()) {
                 Ok(t) => t,
@@ -359,9 +363,6 @@ impl PoliteJob {
                 },
             )?;
             self.report(t, &step, &dp)?;
-            if let Some(guard) = &mut self.guard {
-                guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
-            }
             if let Decision::Suspend(_) = step.decision {
                 self.release_turn(&step, &dp);
                 if step.kind == SampleKind::Judged {
@@ -412,9 +413,7 @@ impl PoliteJob {
                     // Probation stretches a suspension by 1/φ, past max_suspension and so past
                     // the lease the stop took: tact is alive, so say so to the guard, which
                     // would otherwise resume the job and leave.
-                    if let Some(guard) = &mut self.guard {
-                        guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
-                    }
+                    self.renew()?;
                     stall = self.stall.stall();
                     stall_max = match (stall_max, stall) {
                         (Some(m), Some(s)) => Some(m.max(s)),
@@ -456,6 +455,14 @@ impl PoliteJob {
         }
     }
 
+    /// Tells the guard, once there is one (at the first stop), that tact is alive.
+    fn renew(&mut self) -> Result<()> {
+        match &mut self.guard {
+            Some(guard) => Ok(guard.renew(self.cfg.max_suspension + LEASE_SLACK)?),
+            None => Ok(()),
+        }
+    }
+
     /// Stops the job's tree, with the guard and the crash record in place first.
     fn stop(&mut self) -> Result<()> {
         let lease = self.cfg.max_suspension + LEASE_SLACK;
@@ -477,9 +484,7 @@ impl PoliteJob {
         }
         let began = Instant::now();
         let ended = loop {
-            if let Some(guard) = &mut self.guard {
-                guard.renew(self.cfg.max_suspension + LEASE_SLACK)?;
-            }
+            self.renew()?;
             let turn = self.turn.as_mut().expect("checked above");
             if turn.granted(TURN_POLL) != Some(false) {
                 break None;

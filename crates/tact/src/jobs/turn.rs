@@ -8,10 +8,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tact_proto::{Client, ClientError, Hello, JobId, Kind, Report};
+use tact_proto::{Client, ClientError, Hello, JobId, Kind, Report, Timeouts};
 
 /// How often a job that lost its daemon tries to register again.
 const REJOIN_EVERY: Duration = Duration::from_secs(5);
+
+/// A daemon that does not answer within these is lost (the job runs alone and rejoins later):
+/// tact holds or stops the job meanwhile, and the guard's lease must outlast a report and a
+/// rejoin (its connect and hello), 8 s at most.
+pub const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(2),
+    reply: Duration::from_secs(3),
+};
 
 pub struct Turn {
     client: Client,
@@ -34,7 +42,7 @@ impl Turn {
         priority: i32,
     ) -> anyhow::Result<Option<Turn>> {
         let path: PathBuf = tact_proto::socket_path(socket)?;
-        let mut client = match Client::connect(&path) {
+        let mut client = match Client::connect_with(&path, TIMEOUTS) {
             Ok(c) => c,
             Err(e) if e.no_daemon() && socket.is_none() => return Ok(None),
             Err(e) => return Err(anyhow::anyhow!("daemon at {}: {e}", path.display())),

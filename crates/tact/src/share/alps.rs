@@ -134,8 +134,15 @@ impl Edge<'_, '_> {
                 return Ok(None);
             }
             let fd = if armed { alarm.as_fd() } else { ticker.as_fd() };
-            if let Event::Signal(sig) = events.wait(fd, Duration::from_secs(3600))? {
+            // Woken for the watchdog's renewal as well as by the clock: a quantum may be longer
+            // than the lease (`--quantum` up to 60 s; at 8 s the watchdog took tact for hung).
+            let until_renew = (last_renew + RENEW_EVERY).saturating_duration_since(Instant::now());
+            if let Event::Signal(sig) = events.wait(fd, until_renew)? {
                 return Ok(Some(sig));
+            }
+            if last_renew.elapsed() >= RENEW_EVERY {
+                last_renew = Instant::now();
+                self.safety.renew()?;
             }
             // A tick that passed meanwhile supersedes the check: it reads whoever is due.
             let ticks = ticker.take()?;
@@ -212,15 +219,11 @@ impl Edge<'_, '_> {
                     }
                 }
             }
-            if last_renew.elapsed() >= RENEW_EVERY {
-                last_renew = Instant::now();
-                self.safety.renew()?;
-            }
             if !armed {
                 // Sleep through the quanta in which the engine has nothing to do (most of them
                 // when every job has a few quanta of allowance left), but wake for the next
-                // rescan, renewal and retune.
-                let mut next_chore = (last_scan + RESCAN).min(last_renew + RENEW_EVERY);
+                // rescan and retune (the renewal wakes tact on its own).
+                let mut next_chore = last_scan + RESCAN;
                 if let Some(retune) = self.retune.as_deref() {
                     next_chore = next_chore.min(last_retune + retune.every());
                 }

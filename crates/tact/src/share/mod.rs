@@ -10,6 +10,7 @@ mod report;
 pub(crate) mod safety;
 pub(crate) mod spec;
 
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
@@ -17,9 +18,10 @@ use anyhow::{bail, Context, Result};
 use tact_core::share::{Mode, ShareConfig};
 use tact_linux::actuate::affinity;
 use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
+use tact_linux::actuate::pidfd::PidFd;
 
 use crate::cli::{Backend, ShareArgs, ShareMode};
-use crate::jobs::events::{Events, Received};
+use crate::jobs::events::{Event, Events, Received};
 use crate::jobs::pass_on::Reached;
 use group::{Job, MemberIds};
 use report::{CycleLog, Row};
@@ -113,8 +115,13 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
         }
     };
     let wall = start.elapsed();
-    if let Some(sig) = interrupted {
+    // Interrupted: the signal goes on, and tact waits for the commands it started with signals
+    // still read (waiting with them blocked lost a second Ctrl-C for as long as a command that
+    // ignored the first ran on): each one that comes goes on too.
+    let mut next = interrupted;
+    while let Some(sig) = next {
         pass_on(&mut jobs, sig);
+        next = started_exit_or_signal(&mut jobs, &mut events)?;
     }
     for job in &mut jobs {
         job.refresh_totals();
@@ -297,6 +304,24 @@ fn pass_on(jobs: &mut [Job], sig: Received) {
         refresh(job);
         reached.signal(job.tree(), sig, false);
     }
+}
+
+/// Waits until every command tact started has exited (`None`), or a signal comes (`Some`).
+fn started_exit_or_signal(jobs: &mut [Job], events: &mut Events) -> Result<Option<Received>> {
+    for pid in jobs.iter().filter_map(Job::child_pid) {
+        // Not reaped yet, so the pid still names that process.
+        let Ok(fd) = PidFd::open(pid) else {
+            continue;
+        };
+        loop {
+            match events.wait(fd.as_fd(), Duration::from_secs(3600))? {
+                Event::Ready => break,
+                Event::Signal(sig) => return Ok(Some(sig)),
+                Event::Timeout => {}
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Brings the job's tree up to date (the engine's own view of it is over).

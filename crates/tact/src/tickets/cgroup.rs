@@ -65,7 +65,7 @@ pub fn run(
         Ok(t) => t,
         Err(e) => {
             let e = Err(e).context("--backend cgroup");
-            end_jobs(jobs, &e);
+            end_jobs(jobs, &e, safety);
             return e;
         }
     };
@@ -81,7 +81,7 @@ pub fn run(
         told_clamped: vec![false; jobs.len()],
     };
     let result = drive.drive(jobs, rights, interval, duration, safety, events);
-    end_jobs(jobs, &result);
+    end_jobs(jobs, &result, safety);
     let teardown = tree.teardown();
     let end = result?;
     teardown.context("cannot remove tact's cgroups")?;

@@ -152,7 +152,7 @@ pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
                     tracing::warn!("{e:#}");
                 }
             }
-            end_jobs(&mut jobs, &result);
+            end_jobs(&mut jobs, &result, &mut safety);
             result
         }
     };
@@ -239,15 +239,16 @@ fn choose_backend(args: &TicketsRunArgs) -> Result<Chosen> {
 /// Ends the jobs still running, as the run's end asks: SIGTERM at `--duration` and after an
 /// error, the interrupting signal passed on ([`crate::jobs::pass_on`]'s rule: a terminal's
 /// signal reached the members in tact's process group already, not those in other groups or
-/// sessions), then SIGKILL after [`GRACE`]. Nothing when every job exited.
-pub fn end_jobs(jobs: &mut [Job], end: &Result<End>) {
+/// sessions), then SIGKILL after [`GRACE`]. Nothing when every job exited. The watchdog's lease
+/// is renewed meanwhile: the grace is as long as it.
+pub fn end_jobs(jobs: &mut [Job], end: &Result<End>, safety: &mut Safety) {
     let sig = match end {
         Ok(End::Exited) => return,
         Ok(End::Interrupted(r)) => *r,
         Ok(End::Duration) | Err(_) => from_tact(Signal::SIGTERM),
     };
     signal_trees(jobs, sig);
-    wait_or_kill(jobs);
+    wait_or_kill(jobs, safety);
 }
 
 /// A signal tact sends of its own accord.
@@ -272,11 +273,14 @@ fn signal_trees(jobs: &mut [Job], sig: Received) {
 }
 
 /// Waits up to [`GRACE`] for every job to be gone, then SIGKILLs the rest.
-fn wait_or_kill(jobs: &mut [Job]) {
+fn wait_or_kill(jobs: &mut [Job], safety: &mut Safety) {
     let mut members = MemberIds::default();
     let mut ignored = Vec::new();
     let deadline = Instant::now() + GRACE;
     while Instant::now() < deadline {
+        if let Err(e) = safety.renew() {
+            tracing::warn!("watchdog: {e}");
+        }
         for job in jobs.iter_mut().filter(|j| !j.gone) {
             let _ = job.rescan_events(&mut members, &mut ignored);
         }

@@ -233,13 +233,17 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
                     controller = Some(c);
                     match completions.poll(pid, Instant::now()) {
                         Ok(early) => done = early.len() as u64,
-                        Err(e) => return given_up(e, &mut child, cmd),
+                        Err(e) => {
+                            // Dropped, the freezer continues the workers it stopped.
+                            drop(freezer);
+                            return given_up(e, &mut child, &root, &mut events, cmd);
+                        }
                     }
                     Actuator::Freeze(freezer)
                 }
                 Ok(Pool::Exited(status)) => return Ok(exit_code(status)),
                 // The command goes on as it is; tact waits for it, as after a failure below.
-                Err(e) => return given_up(e, &mut child, cmd),
+                Err(e) => return given_up(e, &mut child, &root, &mut events, cmd),
             }
         }
     };
@@ -275,7 +279,12 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
 
     let status = match tuner.drive(&mut child, &root, &mut events, poll_every, args.tick) {
         Ok(status) => status,
-        Err(e) => return given_up(e, &mut child, cmd),
+        Err(e) => {
+            // Dropped, the actuator gives up the pipe's tokens and continues frozen workers,
+            // now rather than when the command ends (the guard's lease would do it in 10 s).
+            drop(tuner);
+            return given_up(e, &mut child, &root, &mut events, cmd);
+        }
     };
     // The last jobs ended before the command did.
     tuner.poll(Instant::now())?;
@@ -294,11 +303,27 @@ pub fn run(args: &TuneArgs, verbose: bool) -> Result<i32> {
     Ok(code)
 }
 
-/// Tuning failed while the command runs: the command goes on with the count it has (frozen
-/// workers are continued as the actuator is dropped); tact waits for it, as `tact run` does.
-fn given_up(e: anyhow::Error, child: &mut Child, cmd: &str) -> Result<i32> {
+/// Tuning failed while the command runs: the command goes on with the count it has (the
+/// caller has dropped the actuator, which continues frozen workers); tact waits for it as `tact
+/// run` does, passing signals on meanwhile (a plain wait left them in the blocked mask).
+fn given_up(
+    e: anyhow::Error,
+    child: &mut Child,
+    root: &PidFd,
+    events: &mut Events,
+    cmd: &str,
+) -> Result<i32> {
     eprintln!("tact: {e:#}; tuning stopped, waiting for {cmd} to exit");
-    child.wait()?;
+    let mut interrupted: Option<Interrupted> = None;
+    while child.try_wait()?.is_none() {
+        if let Event::Signal(sig) = events.wait(root.as_fd(), Duration::from_secs(3600))? {
+            pass_on(&mut interrupted, root, sig);
+        }
+    }
+    // A last look: members forked while the signal was on its way get it too.
+    if let Some(i) = &mut interrupted {
+        i.reached.pass_on(&mut i.tree, i.sig, false);
+    }
     Ok(TACT_FAILED)
 }
 
