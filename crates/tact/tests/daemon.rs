@@ -1035,12 +1035,13 @@ fn an_idle_job_runs_on_when_its_daemon_stops_answering() {
         .spawn()
         .unwrap();
     let fg = udp_on_lo();
+    let mut job = Value::Null;
     wait_for(PATIENCE, "the gate to have held the job", || {
-        d.status()["jobs"][0]["idle"]["gates"][0]["holds"]
-            .as_u64()
-            .unwrap_or(0)
-            > 0
+        job = d.status()["jobs"][0].clone();
+        job["idle"]["gates"][0]["holds"].as_u64().unwrap_or(0) > 0
     });
+    // Named by its program, not by the command line's last '/'-component (the stop file's).
+    assert_eq!(job["name"], "sh", "{job}");
     let daemon = Pid::from_raw(d.child.id() as i32);
     kill(daemon, Signal::SIGSTOP).unwrap();
     // Longer than the lease the guard had (10 s).

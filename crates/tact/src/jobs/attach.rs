@@ -9,13 +9,13 @@ use crate::cli::AttachArgs;
 
 pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
     // Errors from here on name the pid ("process 42 does not exist", "refusing to regulate ...").
-    let program = tact_linux::ProcReader::new().cmdline(args.pid)?.join(" ");
+    let command = tact_linux::ProcReader::new().cmdline(args.pid)?;
     // `--idle disk` means the disk the process works on; one whose working directory tact may
     // not read gets `/`'s, and says so through the device it names.
     let cwd = std::fs::read_link(format!("/proc/{}/cwd", args.pid)).unwrap_or_else(|_| "/".into());
     let mode = Mode::from_args(&args.polite, &args.idle, &cwd, true, verbose)?;
     let mut events = Events::new()?;
-    let mut job = mode.start(args.pid, &program)?;
+    let mut job = mode.start(args.pid, &command)?;
     let ended = job.regulate(&mut events);
     let summary = job.finish();
     let code = match ended? {

@@ -37,6 +37,7 @@ use super::idle_net::{Marking, MarkingChange, Shaper};
 use super::idle_watch::{
     disk_default_pi, fmt_ms, net_default_pi, DefaultPi, DiskWatch, NetWatch, OwnTraffic, Probe,
 };
+use super::job::shown_name;
 use super::polite::Ended;
 use super::turn::Turn;
 
@@ -422,8 +423,8 @@ pub struct IdleJob {
 }
 
 impl IdleJob {
-    /// Takes charge of the tree rooted at `pid`; `program` names it for the daemon.
-    pub fn new(settings: IdleSettings, pid: i32, program: &str) -> Result<Self> {
+    /// Takes charge of the tree rooted at `pid`, which runs `command` (its name for the daemon).
+    pub fn new(settings: IdleSettings, pid: i32, command: &[String]) -> Result<Self> {
         let IdleSettings {
             cpu_cgroup,
             gated,
@@ -564,11 +565,7 @@ impl IdleJob {
             &mut setups,
         );
         let probe = probe_interval(&watched);
-        let shown = name.unwrap_or_else(|| {
-            std::path::Path::new(program)
-                .file_name()
-                .map_or(program.to_string(), |f| f.to_string_lossy().into_owned())
-        });
+        let shown = shown_name(name.as_deref(), command);
         let turn = Turn::join(socket.as_deref(), &shown, pid, priority)?;
         let start = Instant::now();
         let mut log = json_log.map(IdleLog::new);

@@ -37,13 +37,27 @@ impl Mode {
         })
     }
 
-    /// Takes charge of the tree rooted at `pid`; `program` names it.
-    pub fn start(self, pid: i32, program: &str) -> Result<Job> {
+    /// Takes charge of the tree rooted at `pid`, which runs `command` (its argv).
+    pub fn start(self, pid: i32, command: &[String]) -> Result<Job> {
         Ok(match self {
-            Mode::Polite(s) => Job::Polite(Box::new(PoliteJob::new(*s, pid, program)?)),
-            Mode::Idle(s) => Job::Idle(Box::new(IdleJob::new(s, pid, program)?)),
+            Mode::Polite(s) => Job::Polite(Box::new(PoliteJob::new(*s, pid, command)?)),
+            Mode::Idle(s) => Job::Idle(Box::new(IdleJob::new(s, pid, command)?)),
         })
     }
+}
+
+/// The name a job goes by in `tact status`: `--name`, else its program's file name (not the
+/// whole command line's last '/'-component: `rsync -a /srv/ /mnt/backup/` showed as `backup`).
+pub fn shown_name(name: Option<&str>, command: &[String]) -> String {
+    name.map_or_else(
+        || {
+            let argv0 = command.first().map_or("", String::as_str);
+            Path::new(argv0)
+                .file_name()
+                .map_or(argv0.to_string(), |f| f.to_string_lossy().into_owned())
+        },
+        str::to_string,
+    )
 }
 
 /// Boxed: a job lives as long as tact and is moved around only at its start.

@@ -19,6 +19,7 @@ use tact_proto::{Report, ReportState};
 
 use super::events::{Event, Events, Received};
 use super::guarded;
+use super::job::shown_name;
 use super::turn::Turn;
 use crate::cli::{Peek, PoliteArgs};
 use crate::trace::JsonLog;
@@ -211,8 +212,9 @@ pub struct PoliteJob {
 }
 
 impl PoliteJob {
-    /// Takes charge of the tree rooted at `pid`; `program` names it for the target store.
-    pub fn new(settings: Settings, pid: i32, program: &str) -> Result<Self> {
+    /// Takes charge of the tree rooted at `pid`, which runs `command`: its whole line names it
+    /// for the target store.
+    pub fn new(settings: Settings, pid: i32, command: &[String]) -> Result<Self> {
         let Settings {
             cfg,
             sources,
@@ -232,20 +234,14 @@ impl PoliteJob {
             bail!("process {pid} exited while tact was attaching to it");
         }
         let names: Vec<String> = sources.iter().map(|s| s.to_string()).collect();
-        // `program` is the whole command line: name the job by its first word's file name,
-        // not by whatever follows the line's last '/' (`rsync -a /srv/ /mnt/backup/`).
-        let shown = name.clone().unwrap_or_else(|| {
-            let argv0 = program.split_whitespace().next().unwrap_or(program);
-            std::path::Path::new(argv0)
-                .file_name()
-                .map_or(argv0.to_string(), |f| f.to_string_lossy().into_owned())
-        });
+        let shown = shown_name(name.as_deref(), command);
         let turn = Turn::join(socket.as_deref(), &shown, pid, priority)?;
         if turn.is_some() && verbose {
             eprintln!("tact: taking turns with other jobs through the daemon");
         }
         // The key hashes the full path and the progress sources, so `/usr/bin/tar` on `io` and
         // on `cpu` calibrate apart.
+        let program = &command.join(" ");
         let key = target_key(
             name.as_deref(),
             program,

@@ -44,7 +44,7 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
         }
     };
     // The same command line shares a calibrated target from run to run (`--name` to choose).
-    let mut job = match mode.start(child.id() as i32, &args.command.join(" ")) {
+    let mut job = match mode.start(child.id() as i32, &args.command) {
         Ok(job) => job,
         Err(e) => {
             // A command that finished before tact could attach needed no regulating.
