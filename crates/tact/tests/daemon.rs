@@ -854,6 +854,9 @@ struct Stop(PathBuf);
 impl Drop for Stop {
     fn drop(&mut self) {
         let _ = std::fs::write(&self.0, "");
+        // The jobs look for it every 0.1 s: time to see it before the test's directory, the
+        // file with it, goes (a failed test left its job waiting, holding the harness's pipes).
+        std::thread::sleep(Duration::from_millis(300));
     }
 }
 

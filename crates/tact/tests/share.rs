@@ -204,7 +204,13 @@ struct Endless {
 
 impl Endless {
     fn start() -> Endless {
+        Endless::of("while :; do :; done")
+    }
+
+    /// Two jobs of shares 1 and 9 that run `script`, with 10 ms quanta.
+    fn of(script: &str) -> Endless {
         let runtime = tempfile::tempdir().unwrap();
+        let (a, b) = (format!("1={script}"), format!("9={script}"));
         let tact = share_on_one_cpu(
             &[
                 "--backend",
@@ -212,9 +218,9 @@ impl Endless {
                 "--quantum",
                 "10ms",
                 "--job",
-                "1=while :; do :; done",
+                &a,
                 "--job",
-                "9=while :; do :; done",
+                &b,
             ],
             runtime.path(),
         );
@@ -497,21 +503,7 @@ fn sigterm_resumes_the_jobs_passes_the_signal_on_and_reports() {
 /// ignored from the start where the tests run in the background (CI: `nohup ... &`).
 #[test]
 fn a_second_signal_reaches_a_command_that_survived_the_first() {
-    let runtime = tempfile::tempdir().unwrap();
-    let tact = share_on_one_cpu(
-        &[
-            "--backend",
-            "signals",
-            "--quantum",
-            "10ms",
-            "--job",
-            "1=trap 'trap - TERM' TERM; while :; do :; done",
-            "--job",
-            "9=trap 'trap - TERM' TERM; while :; do :; done",
-        ],
-        runtime.path(),
-    );
-    let mut e = Endless::spawn(tact, runtime);
+    let mut e = Endless::of("trap 'trap - TERM' TERM; while :; do :; done");
     let jobs = e.wait_for_a_stop();
     kill(e.tact.id() as i32, Signal::SIGTERM);
     // Within the 10 s tact gives the commands to exit after passing the first on.

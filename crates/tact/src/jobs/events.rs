@@ -87,6 +87,18 @@ impl Events {
         Ok(Events { sfd })
     }
 
+    /// Waits, however long it takes, for `fd` to become readable (`None`: the process behind a
+    /// pidfd exited) or a signal to arrive (`Some`).
+    pub fn ready_or_signal(&mut self, fd: BorrowedFd) -> Result<Option<Received>> {
+        loop {
+            match self.wait(fd, Duration::from_secs(3600))? {
+                Event::Ready => return Ok(None),
+                Event::Signal(sig) => return Ok(Some(sig)),
+                Event::Timeout => {}
+            }
+        }
+    }
+
     /// Waits up to `timeout` for `fd` to become readable (the process behind a pidfd exited, a
     /// timerfd expired) or a signal to arrive.
     pub fn wait(&mut self, fd: BorrowedFd, timeout: Duration) -> Result<Event> {

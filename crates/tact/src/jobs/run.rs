@@ -4,12 +4,11 @@ use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tact_linux::actuate::cgroup_join::JoinCheck;
 
-use super::events::{unblock_signals_in_child, Event, Events, Received};
+use super::events::{unblock_signals_in_child, Events, Received};
 use super::job::{Job, Mode};
 use super::pass_on::Reached;
 use super::polite::Ended;
@@ -80,12 +79,9 @@ pub fn run(args: &RunArgs, verbose: bool) -> Result<i32> {
 
 /// Waits for the command's exit, passing on any signal that comes meanwhile.
 fn wait_passing_on(job: &mut Job, events: &mut Events) -> Result<()> {
-    loop {
-        match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
-            Event::Ready => return Ok(()),
-            Event::Signal(sig) => return pass_on_until_exit(job, events, sig),
-            Event::Timeout => {}
-        }
+    match events.ready_or_signal(job.root().as_fd())? {
+        None => Ok(()),
+        Some(sig) => pass_on_until_exit(job, events, sig),
     }
 }
 
@@ -99,18 +95,12 @@ fn pass_on_until_exit(job: &mut Job, events: &mut Events, mut sig: Received) -> 
     let mut reached = Reached::new();
     loop {
         reached.pass_on(job.tree(), sig, true);
-        loop {
-            match events.wait(job.root().as_fd(), Duration::from_secs(3600))? {
-                Event::Ready => {
-                    reached.pass_on(job.tree(), sig, false);
-                    return Ok(());
-                }
-                Event::Signal(next) => {
-                    sig = next;
-                    break;
-                }
-                Event::Timeout => {}
+        match events.ready_or_signal(job.root().as_fd())? {
+            None => {
+                reached.pass_on(job.tree(), sig, false);
+                return Ok(());
             }
+            Some(next) => sig = next,
         }
     }
 }

@@ -21,7 +21,7 @@ use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
 use tact_linux::actuate::pidfd::PidFd;
 
 use crate::cli::{Backend, ShareArgs, ShareMode};
-use crate::jobs::events::{Event, Events, Received};
+use crate::jobs::events::{Events, Received};
 use crate::jobs::pass_on::Reached;
 use group::{Job, MemberIds};
 use report::{CycleLog, Row};
@@ -313,12 +313,8 @@ fn started_exit_or_signal(jobs: &mut [Job], events: &mut Events) -> Result<Optio
         let Ok(fd) = PidFd::open(pid) else {
             continue;
         };
-        loop {
-            match events.wait(fd.as_fd(), Duration::from_secs(3600))? {
-                Event::Ready => break,
-                Event::Signal(sig) => return Ok(Some(sig)),
-                Event::Timeout => {}
-            }
+        if let Some(sig) = events.ready_or_signal(fd.as_fd())? {
+            return Ok(Some(sig));
         }
     }
     Ok(None)

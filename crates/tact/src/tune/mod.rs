@@ -316,14 +316,11 @@ fn given_up(
     eprintln!("tact: {e:#}; tuning stopped, waiting for {cmd} to exit");
     let mut interrupted: Option<Interrupted> = None;
     while child.try_wait()?.is_none() {
-        if let Event::Signal(sig) = events.wait(root.as_fd(), Duration::from_secs(3600))? {
+        if let Some(sig) = events.ready_or_signal(root.as_fd())? {
             pass_on(&mut interrupted, root, sig);
         }
     }
-    // A last look: members forked while the signal was on its way get it too.
-    if let Some(i) = &mut interrupted {
-        i.reached.pass_on(&mut i.tree, i.sig, false);
-    }
+    last_look(&mut interrupted);
     Ok(TACT_FAILED)
 }
 
@@ -433,9 +430,7 @@ fn freeze_pool(
     let mut interrupted: Option<Interrupted> = None;
     let (depth, size) = loop {
         if let Some(status) = child.try_wait()? {
-            if let Some(i) = &mut interrupted {
-                i.reached.pass_on(&mut i.tree, i.sig, false);
-            }
+            last_look(&mut interrupted);
             eprintln!("tact: tune: --freeze: {cmd} exited before its pool of workers settled");
             return Ok(Pool::Exited(status));
         }
@@ -641,6 +636,14 @@ fn pass_on(interrupted: &mut Option<Interrupted>, root: &PidFd, sig: Received) {
     }
 }
 
+/// The command exited: if a signal was passed on, a last look at its tree gives it to members
+/// forked while it was on its way.
+fn last_look(interrupted: &mut Option<Interrupted>) {
+    if let Some(i) = interrupted {
+        i.reached.pass_on(&mut i.tree, i.sig, false);
+    }
+}
+
 /// An actuator ready before the command starts, or what `--signals` knows of the command
 /// (signals need its process), or `--freeze` (which needs its pool).
 enum Setup {
@@ -809,10 +812,7 @@ impl Tuner {
         let mut interrupted: Option<Interrupted> = None;
         loop {
             if let Some(status) = child.try_wait()? {
-                // A last look: members forked while the signal was on its way get it too.
-                if let Some(i) = &mut interrupted {
-                    i.reached.pass_on(&mut i.tree, i.sig, false);
-                }
+                last_look(&mut interrupted);
                 return Ok(status);
             }
             let mut timeout = next_poll
