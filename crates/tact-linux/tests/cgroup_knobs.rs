@@ -143,7 +143,9 @@ fn v2_fixture() -> V2Fixture {
     write(&base.join("cgroup.subtree_control"), "");
     write(&base.join("cgroup.procs"), "");
     write(&cg.join("elsewhere/cgroup.procs"), "");
-    write(&proc_root.path().join("self/cgroup"), "0::/work\n");
+    // tact (a daemon) runs in a cgroup of its own; BASE is `--cgroup-parent /work`.
+    write(&cg.join("service/cgroup.procs"), "");
+    write(&proc_root.path().join("self/cgroup"), "0::/service\n");
     write(&proc_root.path().join("4242/cgroup"), "0::/elsewhere\n");
     write(&proc_root.path().join("4243/cgroup"), "0::/gone\n");
     let reader = ProcReader::with_root(proc_root.path());
@@ -192,7 +194,7 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     let fx = v2_fixture();
     let base = fx.cg.join("work");
     let all = Controller::ALL;
-    let mut tree = KnobTree::create(&fx.hier, &all, "tact-test-v2", None).unwrap();
+    let mut tree = KnobTree::create(&fx.hier, &all, "tact-test-v2", Some("/work")).unwrap();
     let top = base.join("tact-test-v2");
     assert!(top.is_dir());
     assert_eq!(
@@ -203,7 +205,7 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     // What the kernel then shows. A second tree of the same name is refused, and leaves the
     // first alone: it finds the controllers enabled, so it takes none back.
     write(&base.join("cgroup.subtree_control"), "cpu io memory\n");
-    assert!(KnobTree::create(&fx.hier, &all, "tact-test-v2", None).is_err());
+    assert!(KnobTree::create(&fx.hier, &all, "tact-test-v2", Some("/work")).is_err());
     assert!(top.is_dir());
     assert_eq!(
         read(&base.join("cgroup.subtree_control")),
@@ -375,14 +377,17 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
         "{err}"
     );
 
-    // Moves: into a leaf, back to where the process came from, or to BASE when that is gone.
+    // Moves: into a leaf, back to where the process came from, or to tact's own cgroup when
+    // that is gone: not to BASE, which enables controllers for its children and so may hold no
+    // process (the kernel's no-internal-processes rule).
     tree.move_pid(b, 4242).unwrap();
     tree.move_pid(c, 4243).unwrap();
     assert_eq!(tree.pids(b).unwrap(), vec![4242]);
     tree.release_pid(4242).unwrap();
     assert_eq!(read(&fx.cg.join("elsewhere/cgroup.procs")), "4242");
     tree.release_pid(4243).unwrap();
-    assert_eq!(read(&base.join("cgroup.procs")), "4243");
+    assert_eq!(read(&fx.cg.join("service/cgroup.procs")), "4243");
+    assert_eq!(read(&base.join("cgroup.procs")), "");
     assert!(matches!(
         tree.move_pid(b, 5000),
         Err(Error::NoProcess { pid: 5000 })

@@ -313,7 +313,10 @@ fn v2_weights_moves_usage_and_teardown_on_a_fixture_tree() {
     write(&base.join("cgroup.procs"), "");
     let from = cg.join("elsewhere");
     write(&from.join("cgroup.procs"), "");
-    write(&proc_root.path().join("self/cgroup"), "0::/work\n");
+    // tact runs in a cgroup of its own, not in BASE (`--cgroup-parent`).
+    let home = cg.join("service");
+    write(&home.join("cgroup.procs"), "");
+    write(&proc_root.path().join("self/cgroup"), "0::/service\n");
     write(&proc_root.path().join("4242/cgroup"), "0::/elsewhere\n");
     write(&proc_root.path().join("4243/cgroup"), "0::/gone\n");
     let reader = ProcReader::with_root(proc_root.path());
@@ -322,7 +325,7 @@ fn v2_weights_moves_usage_and_teardown_on_a_fixture_tree() {
     // A base without the cpu controller available: a clear error, nothing left behind.
     let dir = base.join("tact-test-fixture");
     write(&base.join("cgroup.controllers"), "io memory\n");
-    let err = CpuGroups::create(h.clone(), "tact-test-fixture", None)
+    let err = CpuGroups::create(h.clone(), "tact-test-fixture", Some(&base))
         .unwrap_err()
         .to_string();
     assert!(
@@ -332,7 +335,7 @@ fn v2_weights_moves_usage_and_teardown_on_a_fixture_tree() {
     assert!(!dir.exists());
     write(&base.join("cgroup.controllers"), "cpu io memory\n");
 
-    let mut groups = CpuGroups::create(h.clone(), "tact-test-fixture", None).unwrap();
+    let mut groups = CpuGroups::create(h.clone(), "tact-test-fixture", Some(&base)).unwrap();
     assert_eq!(groups.dir(), dir);
     assert_eq!(
         fs::read_to_string(base.join("cgroup.subtree_control")).unwrap(),
@@ -363,8 +366,9 @@ fn v2_weights_moves_usage_and_teardown_on_a_fixture_tree() {
     groups.set_share(a, 1).unwrap();
     assert_eq!((weight("a"), weight("b")), ("3333".into(), "9999".into()));
 
-    // Moves write cgroup.procs; release puts a process back where it came from, or in the base
-    // when that cgroup is gone.
+    // Moves write cgroup.procs; release puts a process back where it came from, or in tact's
+    // own cgroup when that is gone: not in BASE, which enables cpu for its children and so may
+    // hold no process (the kernel's no-internal-processes rule).
     groups.move_pid(b, 4242).unwrap();
     groups.move_pid(a, 4243).unwrap();
     assert_eq!(groups.pids(b).unwrap(), vec![4242]);
@@ -376,9 +380,10 @@ fn v2_weights_moves_usage_and_teardown_on_a_fixture_tree() {
     );
     groups.release_pid(4243).unwrap();
     assert_eq!(
-        fs::read_to_string(base.join("cgroup.procs")).unwrap(),
+        fs::read_to_string(home.join("cgroup.procs")).unwrap(),
         "4243"
     );
+    assert_eq!(fs::read_to_string(base.join("cgroup.procs")).unwrap(), "");
     assert!(matches!(
         groups.move_pid(a, 5000),
         Err(Error::NoProcess { pid: 5000 })
@@ -522,11 +527,35 @@ fn weights_divide_a_pinned_cpu_and_change_live() {
     }
 }
 
+/// Plain cgroup directories of the test's own, removed at the end (once the processes killed
+/// before have left them).
+struct Dirs(Vec<PathBuf>);
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        for d in self.0.iter().rev() {
+            wait_until(PATIENCE, || fs::remove_dir(d).is_ok() || !d.exists());
+        }
+    }
+}
+
+/// The tree is moved in from a cgroup of its own (`from`), into a group made under a BASE that
+/// is not this process's cgroup (`--cgroup-parent`). A child forked inside has no origin of its
+/// own: it goes back where its parent came from, never into BASE (on cgroup v2 a BASE that
+/// enables cpu for its children may hold no process) and never into the group itself, which a
+/// second pass over the tree (share's, every second) once recorded as its origin, so that the
+/// directory could not be removed.
 #[test]
 fn a_tree_moves_in_its_children_follow_and_drop_cleans_up() {
     let Some(h) = real_hierarchy("tree") else {
         return;
     };
+    let own = h.own_cgroup().unwrap();
+    let from = own.join(test_name("tree-from"));
+    let base = own.join(test_name("tree-base"));
+    let _dirs = Dirs(vec![from.clone(), base.clone()]);
+    fs::create_dir(&from).unwrap();
+    fs::create_dir(&base).unwrap();
     // The root forks a new sleeper each time a line arrives on its stdin.
     let mut root = Reaped(sh("sleep 60 & while read x; do sleep 60 & done; wait"));
     let mut stdin = root.0.stdin.take().unwrap();
@@ -537,14 +566,17 @@ fn a_tree_moves_in_its_children_follow_and_drop_cleans_up() {
         tree.members().len() == 2
     }));
     let _killer = Killer::new(&tree.members());
-    let origin = h.cgroup_of(pid).unwrap();
+    for m in tree.members() {
+        fs::write(from.join("cgroup.procs"), m.pid.to_string()).unwrap();
+    }
+    assert_eq!(h.cgroup_of(pid).unwrap(), from);
     let dir;
     // The child forked inside the block is killed at the end of the test, not of the block:
     // dropped before `groups`, it killed the members before they were moved back, and on
     // cgroup v2 a killed child its parent has not reaped still names the deleted cgroup.
     let _late_killer;
     {
-        let mut groups = CpuGroups::create(h.clone(), &test_name("tree"), None).unwrap();
+        let mut groups = CpuGroups::create(h.clone(), &test_name("tree"), Some(&base)).unwrap();
         dir = groups.dir().to_path_buf();
         let (e, _) = groups.add_entity("job", 5).unwrap();
         assert_eq!(groups.move_tree(e, &tree).unwrap(), 2);
@@ -561,11 +593,15 @@ fn a_tree_moves_in_its_children_follow_and_drop_cleans_up() {
         // The scan of a cgroup principal sees the same processes.
         let scan = MemberScan::new().unwrap();
         assert_eq!(scan.cgroup(groups.entity_dir(e).unwrap()).unwrap(), all);
-    } // dropped: everything moves back and the directories go
+        // Another pass over the tree moves nothing: everyone is inside.
+        assert_eq!(groups.move_tree(e, &tree).unwrap(), 0);
+        groups.teardown().unwrap();
+    }
     assert!(!dir.exists());
     for m in tree.members() {
-        assert_eq!(h.cgroup_of(m.pid).unwrap(), origin, "{m:?}");
+        assert_eq!(h.cgroup_of(m.pid).unwrap(), from, "{m:?}");
     }
+    assert_eq!(fs::read_to_string(base.join("cgroup.procs")).unwrap(), "");
     drop(stdin);
     root.0.kill().unwrap();
 }

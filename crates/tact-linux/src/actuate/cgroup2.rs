@@ -189,7 +189,10 @@ impl JobCgroup2 {
             };
             for pid in pids {
                 let origin = self.origins.remove(&pid);
-                move_to(origin.as_deref(), &self.base, pid)?;
+                move_to(
+                    origin.as_deref().into_iter().chain([self.base.as_path()]),
+                    pid,
+                )?;
             }
             match fs::remove_dir(&self.dir) {
                 Ok(()) => break,

@@ -20,7 +20,7 @@
 //!
 //! Every error names the file it failed on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::fs;
 use std::io;
@@ -440,6 +440,9 @@ struct Entity {
     dir: PathBuf,
     /// The mirror directory in a separate cpuacct hierarchy (v1).
     acct_dir: Option<PathBuf>,
+    /// Where the first process moved in came from: where its children forked inside go back
+    /// to, since they were born in its place.
+    adopted: Option<Origin>,
 }
 
 /// Where a moved process came from, to put it back.
@@ -462,6 +465,10 @@ pub struct CpuGroups {
     acct_dir: Option<PathBuf>,
     /// v2: tact wrote `+cpu` to `BASE/cgroup.subtree_control`, and takes it back at teardown.
     enabled_in_base: bool,
+    /// This process's own cgroups, where a process of unknown origin goes back to: one the job
+    /// spawned into an entity forked from here. Not BASE: on v2 a BASE that enables a
+    /// controller for its children may hold no process unless it is the root.
+    home: Origin,
     entities: Vec<Option<Entity>>,
     origins: HashMap<i32, Origin>,
     torn_down: bool,
@@ -501,6 +508,10 @@ impl CpuGroups {
         for dir in std::iter::once(&base).chain(acct_base.as_ref()) {
             stale::sweep(dir);
         }
+        let home = Origin {
+            cpu: hier.own_cgroup()?,
+            acct: acct_base.clone(),
+        };
         let mut groups = CpuGroups {
             dir: base.join(name),
             acct_dir: acct_base.as_ref().map(|b| b.join(name)),
@@ -508,6 +519,7 @@ impl CpuGroups {
             base,
             acct_base,
             enabled_in_base: false,
+            home,
             entities: Vec::new(),
             origins: HashMap::new(),
             torn_down: true, // nothing to undo until the directory exists
@@ -579,6 +591,7 @@ impl CpuGroups {
             clamped: false,
             dir,
             acct_dir,
+            adopted: None,
         }));
         let weights = self.write_weights()?;
         Ok((id, weights))
@@ -618,18 +631,23 @@ impl CpuGroups {
     }
 
     /// Moves process `pid` (all its threads) into entity `e` (`cgroup.procs`). Its children
-    /// forked from now on start there too. Where it came from is remembered, to move it back.
+    /// forked from now on start there too. Where it came from is remembered, to move it back,
+    /// unless that is one of tact's own directories (a child forked inside, moved again).
     pub fn move_pid(&mut self, e: EntityId, pid: i32) -> Result<()> {
         let (dir, acct_dir) = {
             let ent = self.entity(e)?;
             (ent.dir.clone(), ent.acct_dir.clone())
         };
         if !self.origins.contains_key(&pid) {
-            let origin = Origin {
-                cpu: self.hier.cgroup_of(pid)?,
-                acct: self.hier.acct_cgroup_of(&pid.to_string(), pid)?,
-            };
-            self.origins.insert(pid, origin);
+            let cpu = self.hier.cgroup_of(pid)?;
+            if !cpu.starts_with(&self.dir) {
+                let origin = Origin {
+                    cpu,
+                    acct: self.hier.acct_cgroup_of(&pid.to_string(), pid)?,
+                };
+                self.entity_mut(e)?.adopted.get_or_insert(origin.clone());
+                self.origins.insert(pid, origin);
+            }
         }
         write_pid(&dir, pid)?;
         if let Some(acct) = acct_dir {
@@ -640,8 +658,8 @@ impl CpuGroups {
 
     /// Makes the child that `command` spawns join entity `e` (and its cpuacct mirror) between
     /// fork and exec, so it runs there from its first instruction; a failed join fails the spawn
-    /// ([`cgroup_join`]). The child has no recorded origin: teardown moves it to BASE, the
-    /// cgroup of this process, which it forked from.
+    /// ([`cgroup_join`]). The child has no recorded origin: teardown moves it to this process's
+    /// cgroup, which it forked from.
     pub fn join_before_exec(&self, e: EntityId, command: &mut Command) -> Result<JoinCheck> {
         let ent = self.entity(e)?;
         let dirs: Vec<&Path> = std::iter::once(ent.dir.as_path())
@@ -662,8 +680,21 @@ impl CpuGroups {
     /// Moves every current member of a process tree into entity `e`; members that exited
     /// meanwhile are skipped. Returns how many were moved.
     pub fn move_tree(&mut self, e: EntityId, tree: &JobTree) -> Result<usize> {
+        self.cover(e, &tree.members())
+    }
+
+    /// Moves the `members` that are not in entity `e` yet; members that exited meanwhile are
+    /// skipped. Returns how many were moved. Those inside are left alone, and so is a child
+    /// whose parent is inside: caught mid-fork, it is not listed in its parent's cgroup yet
+    /// and reads as in the hierarchy's root (the kernel links it to its parent's cgroups
+    /// last), which would be recorded as its origin; it lands inside by itself.
+    pub fn cover(&mut self, e: EntityId, members: &[ProcId]) -> Result<usize> {
+        let inside: HashSet<i32> = self.pids(e)?.into_iter().collect();
         let mut moved = 0;
-        for id in tree.members() {
+        for &id in members.iter().filter(|id| !inside.contains(&id.pid)) {
+            if matches!(self.hier.reader.stat(id.pid), Ok(s) if inside.contains(&s.ppid)) {
+                continue;
+            }
             match self.move_proc(e, id) {
                 Ok(()) => moved += 1,
                 Err(Error::NoProcess { .. }) => {}
@@ -691,17 +722,17 @@ impl CpuGroups {
         read_usage_ns(dir, self.hier.version).map(Some)
     }
 
-    /// Moves `pid` back to the cgroup it came from (or BASE if that is gone).
+    /// Moves `pid` back to the cgroup it came from (or this process's if that is gone).
     pub fn release_pid(&mut self, pid: i32) -> Result<()> {
         let origin = self.origins.remove(&pid);
-        self.move_back(pid, origin.as_ref(), None)
+        self.move_back(pid, origin.as_ref(), None, None)
     }
 
     /// Moves entity `e`'s processes back to where they came from and removes its directory.
     pub fn remove_entity(&mut self, e: EntityId) -> Result<()> {
         let ent = self.entity(e)?;
-        let (dir, acct) = (ent.dir.clone(), ent.acct_dir.clone());
-        self.empty_and_remove(&dir, acct.as_deref())?;
+        let (dir, acct, adopted) = (ent.dir.clone(), ent.acct_dir.clone(), ent.adopted.clone());
+        self.empty_and_remove(&dir, acct.as_deref(), adopted.as_ref())?;
         self.entities[e.0] = None;
         self.write_weights().map(drop)
     }
@@ -714,20 +745,20 @@ impl CpuGroups {
             return Ok(());
         }
         let mut first_error = None;
-        let dirs: Vec<(PathBuf, Option<PathBuf>)> = self
+        let dirs: Vec<(PathBuf, Option<PathBuf>, Option<Origin>)> = self
             .entities
             .iter()
             .flatten()
-            .map(|e| (e.dir.clone(), e.acct_dir.clone()))
+            .map(|e| (e.dir.clone(), e.acct_dir.clone(), e.adopted.clone()))
             .collect();
-        for (dir, acct) in dirs {
-            if let Err(e) = self.empty_and_remove(&dir, acct.as_deref()) {
+        for (dir, acct, adopted) in dirs {
+            if let Err(e) = self.empty_and_remove(&dir, acct.as_deref(), adopted.as_ref()) {
                 first_error.get_or_insert(e);
             }
         }
         self.entities.clear();
         let (dir, acct) = (self.dir.clone(), self.acct_dir.clone());
-        if let Err(e) = self.empty_and_remove(&dir, acct.as_deref()) {
+        if let Err(e) = self.empty_and_remove(&dir, acct.as_deref(), None) {
             first_error.get_or_insert(e);
         }
         self.restore_base();
@@ -744,8 +775,14 @@ impl CpuGroups {
     }
 
     /// Moves every process in `dir` (and its cpuacct mirror) back, then removes both, retrying
-    /// while processes are still leaving.
-    fn empty_and_remove(&mut self, dir: &Path, acct: Option<&Path>) -> Result<()> {
+    /// while processes are still leaving. `adopted`: where the processes of unknown origin in
+    /// `dir` go first (see [`Entity::adopted`]).
+    fn empty_and_remove(
+        &mut self,
+        dir: &Path,
+        acct: Option<&Path>,
+        adopted: Option<&Origin>,
+    ) -> Result<()> {
         let deadline = Instant::now() + TEARDOWN_PATIENCE;
         let mut moved = Vec::new();
         for (d, cpu) in [(Some(dir), true), (acct, false)] {
@@ -760,7 +797,7 @@ impl CpuGroups {
                 };
                 for &pid in &pids {
                     let origin = self.origins.get(&pid).cloned();
-                    self.move_back(pid, origin.as_ref(), Some(cpu))?;
+                    self.move_back(pid, origin.as_ref(), adopted, Some(cpu))?;
                 }
                 moved.extend(pids);
                 match fs::remove_dir(d) {
@@ -779,21 +816,26 @@ impl CpuGroups {
         Ok(())
     }
 
-    /// Writes `pid` to its origin's `cgroup.procs`, or BASE's when the origin is unknown (a child
-    /// forked inside) or gone. `only`: Some(true) moves in the cpu hierarchy only, Some(false) in
-    /// the cpuacct mirror only, None in both.
-    fn move_back(&mut self, pid: i32, origin: Option<&Origin>, only: Option<bool>) -> Result<()> {
-        let do_cpu = only != Some(false);
-        let do_acct = only != Some(true);
-        if do_cpu {
-            let target = origin.map(|o| o.cpu.as_path());
-            move_to(target, &self.base, pid)?;
+    /// Writes `pid` to its origin's `cgroup.procs`; when the origin is unknown (a child forked
+    /// inside) or refuses it, to `adopted`'s, then to this process's own cgroup. `only`:
+    /// Some(true) moves in the cpu hierarchy only, Some(false) in the cpuacct mirror only, None
+    /// in both.
+    fn move_back(
+        &self,
+        pid: i32,
+        origin: Option<&Origin>,
+        adopted: Option<&Origin>,
+        only: Option<bool>,
+    ) -> Result<()> {
+        let places = [origin, adopted, Some(&self.home)];
+        if only != Some(false) {
+            move_to(places.iter().flatten().map(|o| o.cpu.as_path()), pid)?;
         }
-        if do_acct {
-            if let Some(acct_base) = &self.acct_base {
-                let target = origin.and_then(|o| o.acct.as_deref());
-                move_to(target, acct_base, pid)?;
-            }
+        if only != Some(true) && self.acct_base.is_some() {
+            move_to(
+                places.iter().flatten().filter_map(|o| o.acct.as_deref()),
+                pid,
+            )?;
         }
         Ok(())
     }
@@ -958,20 +1000,20 @@ pub(crate) fn write_pid(dir: &Path, pid: i32) -> Result<()> {
     Ok(())
 }
 
-/// Moves `pid` to `target`, or to `fallback` when `target` is unknown or gone; a process that
-/// exited is fine.
-pub(crate) fn move_to(target: Option<&Path>, fallback: &Path, pid: i32) -> Result<()> {
-    if let Some(t) = target {
-        match write_pid(t, pid) {
+/// Moves `pid` to the first of `places` that takes it: one may be gone, or refuse processes
+/// now (on v2, a cgroup that enabled a controller for its children since). A process that
+/// exited is fine. The error is the first place's.
+pub(crate) fn move_to<'a>(places: impl IntoIterator<Item = &'a Path>, pid: i32) -> Result<()> {
+    let mut first_error = None;
+    for place in places {
+        match write_pid(place, pid) {
             Ok(()) | Err(Error::NoProcess { .. }) => return Ok(()),
-            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
     }
-    match write_pid(fallback, pid) {
-        Ok(()) | Err(Error::NoProcess { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
+    first_error.map_or(Ok(()), Err)
 }
 
 /// The pids in `dir/cgroup.procs`.

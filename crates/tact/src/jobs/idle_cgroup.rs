@@ -17,7 +17,6 @@
 //! cgroup holds processes (tact itself) unless it is the root: the caller falls back to
 //! SCHED_IDLE alone, saying why.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,7 +24,7 @@ use tact_linux::actuate::cgroup2::level_of;
 use tact_linux::actuate::cgroup_cpu::{CgroupVersion, CpuGroups, CpuHierarchy, EntityId};
 use tact_linux::actuate::cgroup_join::JoinCheck;
 use tact_linux::actuate::cpu_idle::CpuIdle;
-use tact_linux::{ProcId, ProcReader};
+use tact_linux::ProcId;
 
 /// The job's idle cgroup; dropping it moves the processes back and removes it.
 pub struct IdleCgroup {
@@ -33,7 +32,6 @@ pub struct IdleCgroup {
     /// that enables a controller for its children cannot hold processes itself.
     groups: CpuGroups,
     job: EntityId,
-    reader: ProcReader,
 }
 
 impl IdleCgroup {
@@ -49,11 +47,7 @@ impl IdleCgroup {
         CpuIdle::open(groups.hierarchy(), groups.dir())
             .and_then(|idle| idle.set(true))
             .map_err(|e| e.to_string())?;
-        Ok(IdleCgroup {
-            groups,
-            job,
-            reader: ProcReader::new(),
-        })
+        Ok(IdleCgroup { groups, job })
     }
 
     /// Makes the job that `command` starts join the job subgroup (on v1 with a separate cpuacct
@@ -82,24 +76,10 @@ impl IdleCgroup {
     }
 
     /// Moves the members that are not in the group yet (adopted into the tree, or moved out by
-    /// someone); the job's root and the children forked inside are there already and must not
-    /// be moved again, or their origin would be recorded as the group itself.
+    /// someone); the job's root and the children forked inside are there already
+    /// ([`CpuGroups::cover`]).
     pub fn cover(&mut self, members: &[ProcId]) -> tact_linux::Result<()> {
-        let inside: HashSet<i32> = self.groups.pids(self.job)?.into_iter().collect();
-        for &id in members.iter().filter(|id| !inside.contains(&id.pid)) {
-            // A child caught mid-fork is not listed in its parent's cgroup yet, and reads as in
-            // the hierarchy's root: the kernel links it to its parent's cgroups last. Recorded
-            // as its origin, the root is where the end would move it. A child of a process
-            // inside lands inside by itself; one moved out by someone stays where they put it.
-            if matches!(self.reader.stat(id.pid), Ok(s) if inside.contains(&s.ppid)) {
-                continue;
-            }
-            match self.groups.move_proc(self.job, id) {
-                Ok(()) | Err(tact_linux::Error::NoProcess { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        self.groups.cover(self.job, members).map(drop)
     }
 
     /// Moves every process back to where it came from (tact's cgroup for the job's root and

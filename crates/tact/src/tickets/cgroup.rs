@@ -459,7 +459,7 @@ impl Drive<'_> {
 
     /// Moves the live members of a job's tree that are not in `node` yet into it. Members
     /// already there are left alone, so a child forked inside is never remembered as coming
-    /// from there (teardown moves it to the base).
+    /// from there (teardown moves it to where the node's first process came from).
     fn move_tree(&mut self, node: NodeId, tree: &JobTree) -> Result<()> {
         let inside = self.tree.pids(node)?;
         for id in tree.members() {

@@ -56,6 +56,10 @@ pub(crate) struct Hier {
     mount: CgroupMount,
     /// The cgroup the tree's top directory is made in.
     base: PathBuf,
+    /// This process's own cgroup here, where a process of unknown origin goes back to (one a
+    /// job spawned into a node forked from here). Not BASE: on v2 a BASE that enables
+    /// controllers for its children may hold no process unless it is the root.
+    home: PathBuf,
     /// `BASE/NAME`.
     top: PathBuf,
     /// tact made `top` (so teardown may remove it).
@@ -78,6 +82,9 @@ struct Node {
     rel: PathBuf,
     /// v2: its `cgroup.subtree_control` has the tree's controllers (it has had children).
     enabled: bool,
+    /// Where the first process moved in came from, per hierarchy: where its children forked
+    /// inside go back to, since they were born in its place.
+    adopted: Option<Vec<Option<PathBuf>>>,
 }
 
 /// A tact-owned cgroup subtree with knobs per node. Dropping it tears it down.
@@ -115,12 +122,21 @@ impl KnobTree {
                 parent: None,
                 rel: PathBuf::new(),
                 enabled: false,
+                adopted: None,
             })],
             origins: HashMap::new(),
             reader: hierarchies.reader().clone(),
             torn_down: false,
         };
         for h in &mut tree.hiers {
+            h.home = proc_cgroup_dir(
+                tree.reader.root(),
+                "self",
+                std::process::id() as i32,
+                &h.mount,
+                h.version,
+                h.proc_name,
+            )?;
             h.base = match under {
                 Some(cgroup) => h.mount.dir_of(cgroup).ok_or_else(|| {
                     Error::io(
@@ -134,14 +150,7 @@ impl KnobTree {
                         ),
                     )
                 })?,
-                None => proc_cgroup_dir(
-                    tree.reader.root(),
-                    "self",
-                    std::process::id() as i32,
-                    &h.mount,
-                    h.version,
-                    h.proc_name,
-                )?,
+                None => h.home.clone(),
             };
             // What an earlier tact could not remove (it was SIGKILLed) goes before this one adds.
             stale::sweep(&h.base);
@@ -197,6 +206,7 @@ impl KnobTree {
             parent: Some(parent),
             rel,
             enabled: false,
+            adopted: None,
         }));
         Ok(NodeId(self.nodes.len() - 1))
     }
@@ -213,7 +223,8 @@ impl KnobTree {
 
     /// Moves process `pid` (all its threads) into `node` in every hierarchy (`cgroup.procs`).
     /// Its children forked from now on start there too. Where it came from is remembered, to
-    /// move it back. On v2 only nodes without children may hold processes.
+    /// move it back, unless that is the tree itself (a child forked inside, moved again). On v2
+    /// only nodes without children may hold processes.
     pub fn move_pid(&mut self, node: NodeId, pid: i32) -> Result<()> {
         self.node(node)?;
         if !self.origins.contains_key(&pid) {
@@ -233,7 +244,15 @@ impl KnobTree {
                     Ok(Some(dir))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            self.origins.insert(pid, origin);
+            let inside = origin[0]
+                .as_deref()
+                .is_some_and(|o| o.starts_with(&self.hiers[0].top));
+            if !inside {
+                self.node_mut(node)?
+                    .adopted
+                    .get_or_insert_with(|| origin.clone());
+                self.origins.insert(pid, origin);
+            }
         }
         for i in 0..self.hiers.len() {
             write_pid(&self.dir_in(i, node)?, pid)?;
@@ -241,12 +260,13 @@ impl KnobTree {
         Ok(())
     }
 
-    /// Moves `pid` back to the cgroup it came from in every hierarchy (or BASE if that is gone).
+    /// Moves `pid` back to the cgroup it came from in every hierarchy (or this process's if
+    /// that is gone).
     pub fn release_pid(&mut self, pid: i32) -> Result<()> {
         let origin = self.origins.remove(&pid);
         for (i, h) in self.hiers.iter().enumerate() {
             let target = origin.as_ref().and_then(|o| o[i].as_deref());
-            move_to(target, &h.base, pid)?;
+            move_to(target.into_iter().chain([h.home.as_path()]), pid)?;
         }
         Ok(())
     }
@@ -320,9 +340,17 @@ impl KnobTree {
                     }
                     Err(e) => return Err(e),
                 };
+                // Unknown origin (forked inside): where the node's first process came from,
+                // then this process's cgroup.
+                let adopted = self
+                    .node(node)?
+                    .adopted
+                    .as_ref()
+                    .and_then(|a| a[i].as_deref());
                 for &pid in &pids {
                     let target = self.origins.get(&pid).and_then(|o| o[i].as_deref());
-                    move_to(target, &self.hiers[i].base, pid)?;
+                    let places = target.into_iter().chain(adopted);
+                    move_to(places.chain([self.hiers[i].home.as_path()]), pid)?;
                 }
                 moved.extend(pids);
                 match fs::remove_dir(&dir) {
@@ -419,6 +447,7 @@ fn plan(hierarchies: &Hierarchies, controllers: &[Controller]) -> Result<Vec<Hie
         proc_name,
         mount,
         base: PathBuf::new(),
+        home: PathBuf::new(),
         top: PathBuf::new(),
         created: false,
         enabled_in_base: Vec::new(),
