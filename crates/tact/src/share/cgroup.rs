@@ -24,6 +24,9 @@ pub struct Outcome {
     pub interrupted: Option<Received>,
     /// What the weights came to, for the footer.
     pub weights: String,
+    /// Whether tact's cgroups were removed. Reported after the signal went on and the table was
+    /// printed: a failure here must not keep an interrupt from reaching the commands.
+    pub teardown: Result<()>,
 }
 
 pub fn run(
@@ -57,13 +60,13 @@ pub fn run(
         .iter()
         .map(|&id| groups.usage_ns(id).ok().flatten())
         .collect();
-    let teardown = groups.teardown();
+    let teardown = groups.teardown().context("cannot remove tact's cgroups");
     let interrupted = result?;
-    teardown.context("cannot remove tact's cgroups")?;
     Ok(Outcome {
         usage_ns,
         interrupted,
         weights: summary,
+        teardown,
     })
 }
 

@@ -62,6 +62,8 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
     let mut jobs = safety.start_jobs(specs)?;
 
     let start = Instant::now();
+    // The cgroup backend's teardown, reported once the commands have had their signal.
+    let mut teardown = Ok(());
     let (interrupted, usage, footer) = match backend {
         Chosen::Signals => {
             eprintln!(
@@ -111,6 +113,7 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
             let out = cgroup::run(&mut jobs, hier, parent, log.as_mut(), &mut events);
             safety.release(&mut jobs)?;
             let out = out?;
+            teardown = out.teardown;
             (out.interrupted, Some(out.usage_ns), out.weights)
         }
     };
@@ -160,6 +163,7 @@ pub fn run(args: &ShareArgs) -> Result<i32> {
             ),
         ],
     );
+    teardown?;
     if let Some(sig) = interrupted {
         return Ok(128 + sig.signal as i32);
     }
