@@ -525,3 +525,72 @@ fn currency_names(show: &Value) -> Vec<String> {
         .map(|c| c["name"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// v1 memory protection is `memory.soft_limit_in_bytes`, which is not a floor: the daemon says so
+/// once, when it first writes a client's memory rights there. (The first write for a new client
+/// carries no protection, its rights still 0; the caveat was marked told by that write and never
+/// said.)
+#[test]
+fn a_v1_daemon_says_once_that_the_soft_limit_is_not_a_floor() {
+    if let Some(why) = cannot_make_cgroups() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let h = Hierarchies::detect().unwrap();
+    match h.get(Controller::Memory) {
+        Ok(m) if m.version == tact_linux::actuate::cgroup_cpu::CgroupVersion::V1 => {}
+        _ => {
+            eprintln!("skipped: no cgroup v1 memory controller");
+            return;
+        }
+    }
+    let (pname, tname) = (
+        format!("tact-test-dmp-{}", std::process::id()),
+        format!("tact-test-dm-{}", std::process::id()),
+    );
+    // Under new cgroups of our own: the test's memory cgroup is not ours to write in.
+    let parents = TreeDirs::made_at_the_roots(&pname);
+    let _tree = TreeDirs(parents.0.iter().map(|p| p.join(&tname)).collect());
+    let spin = Spinners::new(1);
+    let pid = spin.pid(0);
+    let mut d = Daemon::start(&[
+        "--tickets-cgroup",
+        &tname,
+        "--cgroup-parent",
+        parents.0[0].to_str().unwrap(),
+    ]);
+    d.ok(&["create", "A"]);
+    d.ok(&["fund", "A", "--from", "base", "--cpu", "1000"]);
+    d.ok(&["fund", "A", "--from", "base", "--mem", "64MiB"]);
+    d.ok(&[
+        "attach",
+        &pid.to_string(),
+        "--from",
+        "A",
+        "--cpu",
+        "100",
+        "--mem",
+        "16MiB",
+    ]);
+    let mut show = Value::Null;
+    wait_for(PATIENCE, "the client's memory protection written", || {
+        show = d.json(&["show"]);
+        let k = &client(&show, pid)["knobs"]["mem"];
+        k["value"].as_u64().is_some_and(|v| v > 0)
+    });
+    let file = client(&show, pid)["knobs"]["mem"]["file"].clone();
+    assert!(
+        file.as_str()
+            .unwrap()
+            .ends_with("memory.soft_limit_in_bytes"),
+        "{file}"
+    );
+    assert_eq!(d.terminate(), 0, "{}", d.stderr());
+    let err = d.stderr();
+    assert_eq!(
+        err.matches("memory.soft_limit_in_bytes is not a floor")
+            .count(),
+        1,
+        "{err}"
+    );
+}

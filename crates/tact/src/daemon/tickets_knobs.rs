@@ -446,9 +446,11 @@ impl Enforcer {
                     .knobs
                     .set_mem_protection(leaf.node, p)
                     .map_err(|e| e.to_string())?;
+                // Said once, by the first write that carries it: the first write of a new
+                // client (its rights still 0, no protection) carries none.
                 if !self.told_mem {
-                    self.told_mem = true;
                     if let Some(caveat) = writes.iter().find_map(|w| w.caveat) {
+                        self.told_mem = true;
                         eprintln!("tact daemon: memory: {caveat}");
                     }
                 }
