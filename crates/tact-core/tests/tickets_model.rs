@@ -564,3 +564,32 @@ fn throughput_with_a_thousand_clients() {
     );
     m.check_exact().unwrap();
 }
+
+/// Sums of ticket amounts saturate instead of wrapping: two soft tickets of `i64::MAX` from a
+/// currency worth 10 are worth 5 each, never negative (`A(C)` wrapped to -2 and `R*` to -4.6e19),
+/// and two hard tickets of `i64::MAX` overflow no hard total, they exceed it.
+#[test]
+fn huge_amounts_saturate_and_never_wrap() {
+    let mut m = model();
+    let c = pure(&mut m, "C");
+    fund(&mut m, CurrencyId::BASE, c, 10);
+    let (j, k) = (client(&mut m, "J"), client(&mut m, "K"));
+    fund(&mut m, c, j, i64::MAX);
+    fund(&mut m, c, k, i64::MAX);
+    for x in [j, k] {
+        let r = m.guaranteed(x, CPU).unwrap();
+        assert!((0.0..=10.0).contains(&r), "R* = {r}");
+    }
+
+    let mut m = Model::new(PerResource([i64::MAX, 1 << 30, 1000]));
+    let (j, k) = (client(&mut m, "J"), client(&mut m, "K"));
+    m.issue(CurrencyId::BASE, j, CPU, i64::MAX, Kind::Hard)
+        .unwrap();
+    let err = m
+        .issue(CurrencyId::BASE, k, CPU, i64::MAX, Kind::Hard)
+        .unwrap_err();
+    assert!(
+        matches!(err, TicketsError::HardTotalExceeded { .. }),
+        "{err:?}"
+    );
+}

@@ -126,6 +126,19 @@ fn bad_setup_files_get_one_line_and_status_2() {
             "above its hard total 1000",
         ),
         ("[[job]\n", ":1:"),
+        // Amounts above the daemon's cap are refused (they wrapped i64 in the sums: rc 0 and
+        // R* = -4.6e19, or a hard total "kept" by two hard tickets of i64::MAX).
+        (
+            "[[currency]]\nname = \"C\"\nfunding = [{ from = \"base\", cpu = 10 }]\n\
+             [[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"C\", cpu = 9223372036854775807 }]\n\
+             [[job]]\nname = \"K\"\ncommand = \"x\"\nfunding = [{ from = \"C\", cpu = 9223372036854775807 }]\n",
+            "[[job]] \"J\", funding[0].cpu = 9223372036854775807: ticket amounts are at most 1000000000000000",
+        ),
+        (
+            "[base]\ncpu = 9223372036854775807\n\
+             [[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 1, hard = true }]\n",
+            "[base] cpu = 9223372036854775807: a hard total is at most 1000000000000000",
+        ),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let setup = write(dir.path(), &format!("bad{i}.toml"), text);

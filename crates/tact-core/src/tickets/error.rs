@@ -33,7 +33,8 @@ pub enum TicketsError {
     HardTotalExceeded {
         currency: CurrencyId,
         resource: Resource,
-        would: i64,
+        /// What C's hard tickets would total, summed exactly (no sum of amounts wraps).
+        would: i128,
         total: i64,
     },
     /// Taking tickets away (unfund) is allowed by either of two bits (§2.6), so a refusal names

@@ -120,7 +120,7 @@ impl<'m> Evaluator<'m> {
         let mut a = self.own_tickets(c);
         for t in self.issued(c) {
             if self.active(t.holder) {
-                a += t.amount;
+                a = a.saturating_add(t.amount);
             }
         }
         self.a.insert(c, a);

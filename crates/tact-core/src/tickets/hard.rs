@@ -60,15 +60,16 @@ impl Model {
             .is_some_and(|h| h.funding == ticket.id)
     }
 
-    /// h: c's hard tickets for r other than its `soft_tix` funding and exchange tickets.
-    pub(super) fn hard_sum(&self, c: CurrencyId, r: Resource) -> i64 {
+    /// h: c's hard tickets for r other than its `soft_tix` funding and exchange tickets, summed in
+    /// i128 so that no number of amounts can wrap.
+    pub(super) fn hard_sum(&self, c: CurrencyId, r: Resource) -> i128 {
         self.currencies[&c]
             .issued
             .iter()
             .map(|t| &self.tickets[t])
             .filter(|t| t.resource == r && t.kind == Kind::Hard && t.exchange.is_none())
             .filter(|t| !self.is_funding(t))
-            .map(|t| t.amount)
+            .map(|t| i128::from(t.amount))
             .sum()
     }
 
@@ -80,8 +81,8 @@ impl Model {
             None if c == CurrencyId::BASE => self.base_hard_total[r],
             None => DEFAULT_HARD_TOTAL,
         };
-        let would = self.hard_sum(c, r) + extra;
-        if would > total {
+        let would = self.hard_sum(c, r) + i128::from(extra);
+        if would > i128::from(total) {
             return Err(TicketsError::HardTotalExceeded {
                 currency: c,
                 resource: r,
@@ -139,7 +140,8 @@ impl Model {
         let Some(hard) = self.currencies.get(&c).and_then(|c| c.hard[r]) else {
             return;
         };
-        let amount = hard.total - self.hard_sum(c, r);
+        // h <= H (checked before every change), so this fits.
+        let amount = i64::try_from(i128::from(hard.total) - self.hard_sum(c, r)).unwrap_or(0);
         if let Some(t) = self.tickets.get_mut(&hard.funding) {
             t.amount = amount;
         }

@@ -163,7 +163,7 @@ impl Valuation {
         for (k, si) in layout.self_issuer.iter().enumerate() {
             if let (Some(si), true) = (*si, competes[k]) {
                 active[si] = true;
-                a[si] += SELF_TICKET;
+                a[si] = a[si].saturating_add(SELF_TICKET);
             }
         }
         // Holders before issuers: a currency's activity needs its holders' activity.
@@ -171,7 +171,8 @@ impl Valuation {
             for &e in &layout.issued[c] {
                 let edge = layout.edges[e];
                 if active[edge.holder] {
-                    a[c] += edge.amount;
+                    // Saturating: no sum of amounts may wrap.
+                    a[c] = a[c].saturating_add(edge.amount);
                     active[c] |= edge.amount != 0;
                 }
             }

@@ -12,6 +12,7 @@ use tact_core::tickets::{
     Broker, CurrencyId, CurrencyKind, Kind, Mode, Model, PerResource, PrincipalId, Resource,
     TicketsError,
 };
+use tact_proto::tickets::MAX_AMOUNT;
 
 /// The name of the root currency; no currency or job may take it.
 const BASE: &str = "base";
@@ -234,6 +235,10 @@ impl Builder<'_> {
             return Ok(None);
         };
         match self.bytes(v) {
+            Ok(b) if b > MAX_AMOUNT => Err(self.error(format!(
+                "[memory] arena = {b}: an arena (the default hard total of memory) is at most \
+                 {MAX_AMOUNT} bytes"
+            ))),
             Ok(b) if b > 0 => Ok(Some(b)),
             Ok(b) => Err(self.error(format!(
                 "[memory] arena = {b}: an arena holds a positive number of bytes"
@@ -267,6 +272,11 @@ impl Builder<'_> {
             match v {
                 Some(v) if v <= 0 => {
                     return Err(self.error(format!("[base] {r} = {v}: a hard total is positive")))
+                }
+                Some(v) if v > MAX_AMOUNT => {
+                    return Err(self.error(format!(
+                        "[base] {r} = {v}: a hard total is at most {MAX_AMOUNT}"
+                    )))
                 }
                 Some(v) => totals[r] = v,
                 None => {}
@@ -364,6 +374,11 @@ impl Builder<'_> {
             if amount <= 0 {
                 return Err(self.error(format!("{at}.{r} = {amount}: ticket amounts are positive")));
             }
+            if amount > MAX_AMOUNT {
+                return Err(self.error(format!(
+                    "{at}.{r} = {amount}: ticket amounts are at most {MAX_AMOUNT}"
+                )));
+            }
             model
                 .issue(issuer, holder.id, r, amount, kind)
                 .map_err(|e| self.error(format!("{at}.{r}: {}", self.explain(model, &e))))?;
@@ -460,6 +475,11 @@ impl Builder<'_> {
         };
         if n <= 0 {
             return Err(self.error(format!("{at}.{field}.{r} = {n}: amounts are positive")));
+        }
+        if n > MAX_AMOUNT {
+            return Err(self.error(format!(
+                "{at}.{field}.{r} = {n}: amounts are at most {MAX_AMOUNT}"
+            )));
         }
         Ok((r, n))
     }

@@ -132,7 +132,7 @@ impl TicketSystem {
                 TicketsError::Structure(format!("uid {} has no user currency", n.uid))
             })?;
             match self.base_funding(n.uid, n.resource)? {
-                Some((t, amount)) => self.model.set_amount(t, amount + n.amount)?,
+                Some((t, amount)) => self.model.set_amount(t, amount.saturating_add(n.amount))?,
                 None => {
                     let t = self.model.issue(
                         CurrencyId::BASE,
