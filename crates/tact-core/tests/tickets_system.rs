@@ -642,6 +642,12 @@ fn checked_operations_follow_the_broker_table() {
             "a:b",
             "names may not contain ':' (kept for user:UID and pid:PID) or whitespace",
         ),
+        // The model's hidden currency of the base's soft tickets is called this.
+        (
+            "soft_tix(base)",
+            "names may not contain '(' or ')' (kept for the hidden soft_tix(NAME) currencies)",
+        ),
+        ("a\u{1b}[2Jb", "names may not contain control characters"),
     ] {
         assert_eq!(
             message(s.create_currency(&user(ALICE), name, broker(ALICE, 50, "fci/---/---"))),

@@ -139,6 +139,17 @@ fn bad_setup_files_get_one_line_and_status_2() {
              [[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 1, hard = true }]\n",
             "[base] cpu = 9223372036854775807: a hard total is at most 1000000000000000",
         ),
+        // Names: '(' and ')' are the hidden soft_tix(NAME) currencies'; a newline broke the
+        // tables.
+        (
+            "[[currency]]\nname = \"soft_tix(base)\"\nfunding = [{ from = \"base\", cpu = 1 }]\n\
+             [[job]]\nname = \"J\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+            "[[currency]] #1: name \"soft_tix(base)\": names may not contain '(' or ')'",
+        ),
+        (
+            "[[job]]\nname = \"J\\nK\"\ncommand = \"x\"\nfunding = [{ from = \"base\", cpu = 1 }]\n",
+            "[[job]] #1: name \"J\\nK\": names may not contain whitespace or control characters",
+        ),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let setup = write(dir.path(), &format!("bad{i}.toml"), text);

@@ -302,6 +302,9 @@ impl Builder<'_> {
                 index + 1
             )));
         }
+        if let Some(rule) = name_rule_broken(name) {
+            return Err(self.error(format!("[[{table}]] #{}: name {name:?}: {rule}", index + 1)));
+        }
         if let Some((_, other)) = self.names.get(name) {
             return Err(self.error(format!(
                 "[[{table}]] #{}: name {name:?} is already taken by a [[{other}]]",
@@ -574,6 +577,18 @@ fn syntax_error(file: &str, text: &str, e: &toml::de::Error) -> SetupError {
     match table {
         Some(t) => SetupError(format!("{file}:{line}:{column}: in {t}: {message}")),
         None => SetupError(format!("{file}:{line}:{column}: {message}")),
+    }
+}
+
+/// The rule a currency or job name breaks, if any: names are one word printed in the tables, and
+/// `(` and `)` belong to the model's hidden `soft_tix(NAME)` currencies.
+fn name_rule_broken(name: &str) -> Option<&'static str> {
+    if name.contains(['(', ')']) {
+        Some("names may not contain '(' or ')' (kept for the hidden soft_tix(NAME) currencies)")
+    } else if name.contains(|c: char| c.is_control() || c.is_whitespace()) {
+        Some("names may not contain whitespace or control characters")
+    } else {
+        None
     }
 }
 

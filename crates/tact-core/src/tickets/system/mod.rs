@@ -53,7 +53,8 @@ pub struct TicketSystem {
     policy: Policy,
     /// Names given to currencies created through [`TicketSystem::create_currency`]. The policy's
     /// own currencies are named `user:UID` and `pid:PID` (see [`TicketSystem::named`]), which is
-    /// why created names may not contain `:`.
+    /// why created names may not contain `:`; the model's hidden ones `soft_tix(NAME)`, which is
+    /// why they may not contain `(` or `)`.
     names: BTreeMap<String, CurrencyId>,
     /// uid → the user's currency (§2.7), created on first sight and kept for good.
     users: BTreeMap<u32, UserCurrency>,
@@ -309,6 +310,10 @@ impl TicketSystem {
             Some("a currency needs a name")
         } else if name.contains(':') || name.contains(char::is_whitespace) {
             Some("names may not contain ':' (kept for user:UID and pid:PID) or whitespace")
+        } else if name.contains(['(', ')']) {
+            Some("names may not contain '(' or ')' (kept for the hidden soft_tix(NAME) currencies)")
+        } else if name.contains(char::is_control) {
+            Some("names may not contain control characters")
         } else if self.names.contains_key(name) {
             Some("another currency has this name")
         } else {
