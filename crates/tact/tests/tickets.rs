@@ -518,6 +518,57 @@ fn sigterm_ends_the_jobs_resumes_what_tact_stopped_and_reports() {
     assert_all_ended(&ran.intervals);
 }
 
+/// A job stopped by someone else (here by itself) handles the SIGTERM tact passes on at once:
+/// tact sends SIGCONT after it, as shells and systemd do. Before, the job slept on with the
+/// signal pending and was SIGKILLed at the end of the 5 s grace. (SIGTERM, not SIGINT: where
+/// tests run in the background SIGINT is ignored from the start.)
+#[test]
+fn a_job_stopped_by_someone_else_handles_the_sigterm_passed_on() {
+    let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let runtime = tempfile::tempdir().unwrap();
+    let ready = runtime.path().join("ready");
+    let setup = format!(
+        "[[job]]\nname = \"s\"\ncommand = \"trap 'exit 5' TERM; touch {}; kill -STOP $$; \
+         while :; do sleep 0.1; done\"\nfunding = [{{ from = \"base\", cpu = 100 }}]\n",
+        ready.display()
+    );
+    let (mut c, log) = signals_on_one_cpu(&setup, &[], runtime.path());
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(60), "the job to stop itself", || {
+        ready.exists()
+            && std::fs::read_to_string(&log).is_ok_and(|t| {
+                t.lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .any(|l| {
+                        l["jobs"][0]["pids"].as_array().is_some_and(|pids| {
+                            pids.iter().any(|p| {
+                                let stat = format!("/proc/{}/stat", p.as_u64().unwrap_or(0));
+                                std::fs::read_to_string(stat).is_ok_and(|s| {
+                                    s.rsplit(')')
+                                        .next()
+                                        .is_some_and(|r| r.trim_start().starts_with('T'))
+                                })
+                            })
+                        })
+                    })
+            })
+    });
+    let sent = std::time::Instant::now();
+    kill(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    let ran = Ran::read(out, stderr, &log);
+    assert_eq!(ran.summary["jobs"][0]["exit"], "5", "{}", ran.stderr);
+    assert!(took < Duration::from_secs(3), "{took:?}\n{}", ran.stderr);
+}
+
 /// Hard tickets from the base are worth their amounts whoever is active, so the knobs are known
 /// in advance: d (disk 600, 64 MiB) gets blkio.bfq.weight 1000 (the largest right at the top of
 /// 1-1000) and a 64 MiB soft limit; e (disk 150, 16 MiB) 250 and 16 MiB; f holds CPU tickets

@@ -259,7 +259,10 @@ fn from_tact(signal: Signal) -> Received {
     }
 }
 
-/// Sends `sig` to every process of every job still running (found afresh).
+/// Sends `sig` to every process of every job still running (found afresh), then, as shells and
+/// systemd do, SIGCONT to each of them: a process stopped by someone else (`kill -STOP $$` in
+/// the job) would otherwise handle the terminating signal only when SIGKILLed at the end of
+/// the grace. Through the pidfds of the jobs' own processes, never by name.
 fn signal_trees(jobs: &mut [Job], sig: Received) {
     let mut members = MemberIds::default();
     let mut ignored = Vec::new();
@@ -267,6 +270,14 @@ fn signal_trees(jobs: &mut [Job], sig: Received) {
     for job in jobs.iter_mut().filter(|j| !j.gone) {
         let _ = job.rescan_events(&mut members, &mut ignored);
         reached.signal(job.tree(), sig, true);
+        if sig.signal != Signal::SIGKILL {
+            if let Err(e) = job.tree().signal_all(libc::SIGCONT) {
+                tracing::warn!(
+                    "cannot continue the job's processes after {}: {e}",
+                    sig.signal
+                );
+            }
+        }
         // A job still at its gate gets the signal in its waiting shell; opening the gate is harmless.
         job.let_go();
     }
