@@ -921,3 +921,97 @@ fn check_and_explain_show_an_exchange_and_a_bad_one_is_refused() {
         );
     }
 }
+
+/// `--cgroup-parent` that cannot hold the tree is a usage error, said before any job starts
+/// (status 2, as the daemon): a directory that is not a cgroup (it was "…/cgroup.procs is not
+/// writable by this user", and `auto` fell back to signals with that reason), and on cgroup v1
+/// one missing from the cpuacct hierarchy, or from memory for a setup with memory tickets (it was
+/// "…/tact-tickets-N: No such file or directory (os error 2): No such file or directory (os
+/// error 2)" and status 125).
+#[test]
+fn a_cgroup_parent_that_cannot_hold_the_tree_is_refused_before_the_jobs_start() {
+    use tact_linux::actuate::cgroup_knobs::{Controller, Hierarchies};
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the cgroup backend needs root");
+        return;
+    }
+    let Ok(all) = Hierarchies::detect() else {
+        eprintln!("skipped: no cgroup hierarchies");
+        return;
+    };
+    let Ok(cpu) = all.get(Controller::Cpu) else {
+        eprintln!("skipped: no cpu cgroup hierarchy");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let job = format!(
+        "[[job]]\nname = \"j\"\ncommand = \"touch {}\"\nfunding = [{{ from = \"base\", cpu = 1 }}]\n",
+        started.display()
+    );
+    let setup = write(dir.path(), "s.toml", &job);
+    let mem_setup = write(
+        dir.path(),
+        "m.toml",
+        &format!(
+            "{job}[[job]]\nname = \"m\"\ncommand = \"true\"\n\
+             funding = [{{ from = \"base\", mem = \"1MiB\", hard = true }}]\n"
+        ),
+    );
+    let refused = |setup: &Path, backend: &str, parent: &Path| -> String {
+        let (out, _, stderr) = run(tickets(
+            &[
+                "run",
+                setup.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--duration",
+                "2s",
+                "--cgroup-parent",
+                parent.to_str().unwrap(),
+            ],
+            dir.path(),
+        ));
+        assert_eq!(out.status.code(), Some(2), "{backend}: {stderr}");
+        assert!(!started.exists(), "no job started: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        stderr
+    };
+    let not_a_cgroup = tempfile::tempdir().unwrap();
+    for backend in ["cgroup", "auto"] {
+        let err = refused(&setup, backend, not_a_cgroup.path());
+        assert!(
+            err.contains(&format!(
+                "--cgroup-parent {}: not a cgroup directory",
+                not_a_cgroup.path().display()
+            )),
+            "{err}"
+        );
+    }
+    if cpu.version != tact_linux::actuate::cgroup_cpu::CgroupVersion::V1 {
+        return;
+    }
+    let parent = TestCgroup::create(&cpu.mount.dir, "tickets-parent");
+    let name = parent.0.file_name().unwrap().to_str().unwrap().to_string();
+    if let Some(acct) = all.cpuacct.as_ref().filter(|a| a.dir != cpu.mount.dir) {
+        let err = refused(&setup, "cgroup", &parent.0);
+        assert!(
+            err.contains(&format!(
+                "no cgroup /{name} in the hierarchy mounted at {}",
+                acct.dir.display()
+            )),
+            "{err}"
+        );
+        let _acct = TestCgroup::create(&acct.dir, "tickets-parent");
+        if let Ok(mem) = all.get(Controller::Memory) {
+            let err = refused(&mem_setup, "cgroup", &parent.0);
+            assert!(
+                err.contains(&format!(
+                    "no cgroup /{name} in the hierarchy mounted at {}",
+                    mem.mount.dir.display()
+                )),
+                "{err}"
+            );
+        }
+    }
+}

@@ -1057,8 +1057,20 @@ pub fn check(
             .own_cgroup()
             .map_err(|e| format!("cannot find this process's cpu cgroup: {e}"))?,
     };
-    if !base.is_dir() {
-        return Err(format!("{} is not a cgroup directory", base.display()));
+    // A directory elsewhere (`/tmp`) is not a cgroup: say so, rather than that its (missing)
+    // cgroup.procs is not writable.
+    if !base.join("cgroup.procs").is_file() {
+        return Err(format!(
+            "{} is not a cgroup directory (it has no cgroup.procs)",
+            base.display()
+        ));
+    }
+    if !base.starts_with(&hier.cpu.dir) {
+        return Err(format!(
+            "{} is not a cgroup directory of the cpu hierarchy (mounted at {})",
+            base.display(),
+            hier.cpu.dir.display()
+        ));
     }
     // Moving a process needs write access to cgroup.procs of the common ancestor of its old and
     // new cgroup (v2 delegation rules; v1 needs it on the destination).

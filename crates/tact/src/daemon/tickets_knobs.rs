@@ -34,7 +34,7 @@ use tact_linux::actuate::cgroup_knobs::{
 use tact_proto::tickets::Knob;
 
 use super::tickets_alps::Engine;
-use crate::tickets::cgroup::cgroup_path;
+use crate::tickets::cgroup::parent_cgroup;
 use crate::tickets::{disk, rights};
 
 /// Whether and how the daemon applies the model.
@@ -75,7 +75,10 @@ impl Knobs {
             Err(e) => return off(&e),
         };
         let under = parent
-            .map(|dir| parent_cgroup(&hier, &hierarchies, dir))
+            .map(|dir| {
+                let others = [Controller::Memory, Controller::Io];
+                parent_cgroup(&hier, &hierarchies, dir, &others)
+            })
             .transpose()?;
         let base = match parent {
             Some(dir) => dir.to_path_buf(),
@@ -188,31 +191,6 @@ impl Knobs {
             _ => None,
         }
     }
-}
-
-/// The cgroup path of `--cgroup-parent DIR`, or why DIR cannot be the tree's parent: not a
-/// cgroup, outside the cpu hierarchy, or (v1, where each controller has its own tree) missing
-/// from another hierarchy the tree uses.
-fn parent_cgroup(hier: &CpuHierarchy, all: &Hierarchies, dir: &Path) -> Result<String, String> {
-    if !dir.join("cgroup.procs").is_file() {
-        return Err(format!(
-            "--cgroup-parent {}: not a cgroup directory",
-            dir.display()
-        ));
-    }
-    let path = cgroup_path(hier, dir).map_err(|e| e.to_string())?;
-    let others = [Controller::Memory, Controller::Io].into_iter();
-    let mounts = others.filter_map(|c| all.get(c).ok().map(|m| &m.mount));
-    for mount in mounts.chain(all.cpuacct.as_ref()) {
-        if !mount.dir_of(&path).is_some_and(|d| d.is_dir()) {
-            return Err(format!(
-                "--cgroup-parent: no cgroup {path} in the hierarchy mounted at {} (on cgroup v1 \
-                 each controller has its own tree: make it there too)",
-                mount.dir.display()
-            ));
-        }
-    }
-    Ok(path)
 }
 
 /// Why the tree cannot be made under `base` (a directory of the cpu hierarchy), if the kernel's

@@ -38,7 +38,8 @@ use tact_linux::{JobTree, ProcReader};
 use super::disk::{self, DiskActivity};
 use super::enforce::{end_jobs, End};
 use super::report::Held;
-use super::rights::Rights;
+use super::rights::{self, Rights};
+use super::setup::Setup;
 use crate::jobs::events::{Event, Events};
 use crate::share::group::{Job, MemberIds};
 use crate::share::safety::Safety;
@@ -140,6 +141,57 @@ pub(crate) fn cgroup_path(hier: &CpuHierarchy, dir: &Path) -> Result<String> {
     })?;
     let root = hier.cpu.root.trim_end_matches('/');
     Ok(format!("{root}/{}", rel.display()))
+}
+
+/// The cgroup path of `--cgroup-parent DIR`, or why DIR cannot be the tree's parent: not a
+/// cgroup, outside the cpu hierarchy, or (v1, where each controller has its own tree) missing
+/// from the cpuacct hierarchy (when mounted apart) or from the hierarchy of one of `others` the
+/// tree uses (controllers not mounted are left out). The daemon's check, and `run`'s before its
+/// jobs start.
+pub(crate) fn parent_cgroup(
+    hier: &CpuHierarchy,
+    all: &Hierarchies,
+    dir: &Path,
+    others: &[Controller],
+) -> Result<String, String> {
+    if !dir.join("cgroup.procs").is_file() {
+        return Err(format!(
+            "--cgroup-parent {}: not a cgroup directory (it has no cgroup.procs)",
+            dir.display()
+        ));
+    }
+    let path = cgroup_path(hier, dir).map_err(|e| e.to_string())?;
+    let mounts = others
+        .iter()
+        .filter_map(|&c| all.get(c).ok().map(|m| &m.mount));
+    for mount in mounts.chain(all.cpuacct.as_ref()) {
+        if !mount.dir_of(&path).is_some_and(|d| d.is_dir()) {
+            return Err(format!(
+                "--cgroup-parent: no cgroup {path} in the hierarchy mounted at {} (on cgroup v1 \
+                 each controller has its own tree: make it there too)",
+                mount.dir.display()
+            ));
+        }
+    }
+    Ok(path)
+}
+
+/// Why `run` cannot make its tree under `--cgroup-parent DIR`, if it cannot ([`parent_cgroup`]
+/// over the hierarchies the setup's tree needs: memory with memory tickets or an arena, io/blkio
+/// with disk tickets), said before the jobs start. `None` too when the hierarchies cannot be
+/// read: the backend's own check says why then.
+pub(crate) fn unusable_parent(dir: &Path, setup: &Setup) -> Option<String> {
+    let hier = CpuHierarchy::detect().ok()?;
+    let all = Hierarchies::detect().ok()?;
+    let holds = |r| (setup.jobs.iter()).any(|j| rights::holds_tickets(&setup.model, j.id, r));
+    let mut others = Vec::new();
+    if holds(Resource::Mem) || setup.arena.is_some() {
+        others.push(Controller::Memory);
+    }
+    if holds(Resource::Disk) {
+        others.push(Controller::Io);
+    }
+    parent_cgroup(&hier, &all, dir, &others).err()
 }
 
 /// The disk side: its knob file, and what each job's holds.

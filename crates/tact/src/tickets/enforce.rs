@@ -47,6 +47,14 @@ enum Chosen {
 
 /// Runs `setup`'s jobs (at least one: the caller refuses a setup without) until they end.
 pub fn run(setup: Setup, args: &TicketsRunArgs) -> Result<i32> {
+    // A parent that cannot hold the tree is a usage error (as for the daemon), not a reason to
+    // fall back to signals, and is found before any job starts.
+    if let (Some(dir), false) = (&args.cgroup_parent, args.backend == Backend::Signals) {
+        if let Some(why) = super::cgroup::unusable_parent(dir, &setup) {
+            eprintln!("tact: {why}");
+            return Ok(super::BAD_SETUP);
+        }
+    }
     let chosen = choose_backend(args)?;
     let cpus = affinity::thread_cpus(std::process::id() as i32)?;
     let (range, backend): (WeightRange, String) = match &chosen {
