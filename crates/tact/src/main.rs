@@ -48,10 +48,30 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("tact: {e:#}");
+            eprintln!("tact: {}", chain_text(&e));
             ExitCode::from(TACT_FAILED as u8)
         }
     }
+}
+
+/// `e` and its causes, `: `-joined as `{e:#}` does, but without a cause whose text the message
+/// before it already ends with: tact-linux's errors print their source (`PATH: ENOENT`) and also
+/// give it as their cause, which `{e:#}` printed twice ("... (os error 2): ... (os error 2)").
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    let mut last = String::new();
+    for cause in e.chain() {
+        let this = cause.to_string();
+        if !text.is_empty() {
+            if last.ends_with(&this) {
+                continue;
+            }
+            text.push_str(": ");
+        }
+        text.push_str(&this);
+        last = this;
+    }
+    text
 }
 
 /// Resume what dead regulators left stopped (DESIGN.md invariant 1). `report`: say what was done
@@ -81,5 +101,33 @@ fn guard() -> ExitCode {
             eprintln!("tact guard: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_text;
+    use anyhow::Context;
+
+    /// A tact-linux error prints its source and gives it as its cause too: the source is said
+    /// once (it was "…: No such file or directory (os error 2): No such file or directory (os
+    /// error 2)"); causes that add something are kept.
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        let enoent = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let linux = tact_linux::Error::Io {
+            path: "/sys/fs/cgroup/cpuacct/x/tact-tickets-1".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        let e = anyhow::Error::new(linux).context("--backend cgroup");
+        let text = chain_text(&e);
+        assert_eq!(text.matches(&enoent.to_string()).count(), 1, "{text}");
+        assert!(text.starts_with("--backend cgroup: "), "{text}");
+        let e = anyhow::Error::new(enoent).context("cannot read x");
+        let e = Err::<(), _>(e).context("outer").unwrap_err();
+        assert_eq!(
+            chain_text(&e),
+            "outer: cannot read x: No such file or directory (os error 2)"
+        );
     }
 }
