@@ -197,8 +197,13 @@ impl Knobs {
 /// rule says so: on cgroup v2 a cgroup other than the root that holds processes gives its
 /// children no controllers (the kernel refuses memory and io in its `cgroup.subtree_control`,
 /// and cpu one level further down). Said at the start, rather than at the first attach.
+///
+/// Only the true root is exempt. A container's cgroup root (a cgroup namespace's, or a subtree
+/// mounted at /sys/fs/cgroup) is not: the kernel gives every cgroup but the true root a
+/// `cgroup.type` file, so that tells them apart where the mount point cannot.
 fn no_internal_processes(hier: &CpuHierarchy, base: &Path) -> Option<String> {
-    if hier.version != CgroupVersion::V2 || base == hier.cpu.dir {
+    let true_root = base == hier.cpu.dir && !base.join("cgroup.type").exists();
+    if hier.version != CgroupVersion::V2 || true_root {
         return None;
     }
     let procs = read_procs(base).ok()?;
@@ -482,5 +487,36 @@ fn record(tree: &mut Tree, pid: u32, r: Resource, w: &KnobWrite, value: u64) {
             file: w.file.display().to_string(),
             value,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tact_linux::ProcReader;
+
+    /// A container's view of cgroup v2: the mount at /sys/fs/cgroup is the cgroup
+    /// /docker/0123abcd, whose processes keep its children from getting controllers. Only a
+    /// directory without `cgroup.type` is the true root.
+    #[test]
+    fn only_the_true_root_may_hold_processes_beside_the_tree() {
+        let fs_root = tempfile::tempdir().unwrap();
+        let proc_root = tempfile::tempdir().unwrap();
+        let cg = fs_root.path().join("sys/fs/cgroup");
+        std::fs::create_dir_all(&cg).unwrap();
+        std::fs::write(cg.join("cgroup.controllers"), "cpu memory io\n").unwrap();
+        std::fs::write(cg.join("cgroup.procs"), "1\n7\n").unwrap();
+        let mountinfo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tact-linux/tests/fixtures/cgroup-container/mountinfo");
+        let reader = ProcReader::with_root(proc_root.path());
+        let hier = CpuHierarchy::detect_in(&mountinfo, fs_root.path(), reader).unwrap();
+        assert_eq!(hier.cpu.dir, cg);
+        // The container's root is a cgroup like any other.
+        std::fs::write(cg.join("cgroup.type"), "domain\n").unwrap();
+        let why = no_internal_processes(&hier, &cg).expect("refused");
+        assert!(why.contains("holds 2 process(es)"), "{why}");
+        // The true root has no cgroup.type, and may.
+        std::fs::remove_file(cg.join("cgroup.type")).unwrap();
+        assert_eq!(no_internal_processes(&hier, &cg), None);
     }
 }
