@@ -554,6 +554,53 @@ fn cgroup_lines(pid: i32) -> Vec<String> {
         .collect()
 }
 
+/// A daemon SIGKILLed and restarted adopts its clients from the dead one's tree
+/// (`tact-tickets-DEADPID`): that tree is no place to send them back to (it kept the old knobs,
+/// and would never be removed while they lived in it), and it goes once they have left it.
+#[test]
+fn a_process_found_in_a_dead_tacts_tree_is_not_sent_back_there() {
+    let hier = match real_v1() {
+        Ok(h) => h,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let base = format!("tact-test-{}-restart", std::process::id());
+    let mut mounts: Vec<PathBuf> = Controller::ALL
+        .iter()
+        .map(|&c| hier.get(c).unwrap().mount.dir.clone())
+        .collect();
+    mounts.extend(hier.cpuacct.iter().map(|m| m.dir.clone()));
+    mounts.sort();
+    mounts.dedup();
+    let bases: Vec<PathBuf> = mounts.iter().map(|m| m.join(&base)).collect();
+    let _leftovers = Leftovers(bases.clone());
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let old = format!("tact-tickets-{dead_pid}");
+    let sleeper = Reaped(sh("exec sleep 60"));
+    let pid = sleeper.0.id() as i32;
+    for b in &bases {
+        fs::create_dir_all(b.join(&old).join("pid1")).unwrap();
+        fs::write(b.join(&old).join("pid1/cgroup.procs"), pid.to_string()).unwrap();
+    }
+    let own = cgroup_lines(std::process::id() as i32);
+
+    let name = format!("tact-test-{}-tree", std::process::id());
+    let mut tree =
+        KnobTree::create(&hier, &Controller::ALL, &name, Some(&format!("/{base}"))).unwrap();
+    let leaf = tree.add_node(KnobTree::ROOT, "pid1").unwrap();
+    tree.move_pid(leaf, pid).unwrap();
+    for b in &bases {
+        assert!(!b.join(&old).exists(), "{}", b.join(&old).display());
+    }
+    tree.release_pid(pid).unwrap();
+    assert_eq!(cgroup_lines(pid), own, "where tact runs, not the dead tree");
+    tree.teardown().unwrap();
+}
+
 #[test]
 fn v1_tree_on_this_machine_writes_reads_moves_and_leaves_nothing() {
     let hier = match real_v1() {

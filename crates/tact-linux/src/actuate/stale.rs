@@ -34,6 +34,18 @@ pub fn sweep(base: &Path) -> Vec<String> {
     removed
 }
 
+/// Whether `dir` lies in a stale tact directory directly under `base`: one a dead tact made (the
+/// processes a restarted daemon finds there came from somewhere it cannot know).
+pub fn is_inside(base: &Path, dir: &Path) -> bool {
+    let Ok(rest) = dir.strip_prefix(base) else {
+        return false;
+    };
+    rest.components()
+        .next()
+        .and_then(|c| owner(&c.as_os_str().to_string_lossy()))
+        .is_some_and(|pid| !alive(pid))
+}
+
 /// The pid in a tact-made directory name: `tact-` then dash-separated parts, exactly one of which
 /// is a number. `tact-test-*` names belong to tests.
 fn owner(name: &str) -> Option<i32> {

@@ -223,10 +223,11 @@ impl KnobTree {
 
     /// Moves process `pid` (all its threads) into `node` in every hierarchy (`cgroup.procs`).
     /// Its children forked from now on start there too. Where it came from is remembered, to
-    /// move it back, unless that is the tree itself (a child forked inside, moved again). On v2
-    /// only nodes without children may hold processes.
+    /// move it back, unless that is the tree itself (a child forked inside, moved again) or a
+    /// dead tact's tree. On v2 only nodes without children may hold processes.
     pub fn move_pid(&mut self, node: NodeId, pid: i32) -> Result<()> {
         self.node(node)?;
+        let mut stale = false;
         if !self.origins.contains_key(&pid) {
             let origin = self
                 .hiers
@@ -244,10 +245,12 @@ impl KnobTree {
                     Ok(Some(dir))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let inside = origin[0]
-                .as_deref()
-                .is_some_and(|o| o.starts_with(&self.hiers[0].top));
-            if !inside {
+            let first = origin[0].as_deref();
+            let inside = first.is_some_and(|o| o.starts_with(&self.hiers[0].top));
+            // A dead tact's tree (a restarted daemon adopting its clients) is no origin either:
+            // it is swept once they have left it.
+            stale = first.is_some_and(|o| stale::is_inside(&self.hiers[0].base, o));
+            if !inside && !stale {
                 self.node_mut(node)?
                     .adopted
                     .get_or_insert_with(|| origin.clone());
@@ -256,6 +259,11 @@ impl KnobTree {
         }
         for i in 0..self.hiers.len() {
             write_pid(&self.dir_in(i, node)?, pid)?;
+        }
+        if stale {
+            for h in &self.hiers {
+                stale::sweep(&h.base);
+            }
         }
         Ok(())
     }
