@@ -260,6 +260,29 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     assert_eq!(ws.len(), 2);
     assert_eq!(read(&top.join("a/b/memory.min")), "2048000");
     assert_eq!(read(&top.join("a/b/memory.low")), "0");
+    // A child's protection counts only up to its parent's: each node above, up to the top,
+    // gets the sum of its children's.
+    for dir in [top.join("a"), top.clone()] {
+        assert_eq!(read(&dir.join("memory.min")), "2048000", "{}", dir.display());
+        assert_eq!(read(&dir.join("memory.low")), "0", "{}", dir.display());
+    }
+    assert!(ws.iter().all(|w| w.caveat.is_none()));
+    // BASE, not tact's to change, given less than that: said, naming the file.
+    write(&base.join("memory.min"), "0\n");
+    write(&base.join("memory.low"), "max\n");
+    let ws = tree
+        .set_mem_protection(b, MemProtection::Hard(2_048_000))
+        .unwrap();
+    let caveat = ws[0].caveat.as_deref().expect("BASE's memory.min caps the floors");
+    assert!(
+        caveat.contains("work/memory.min is 0") && caveat.contains("2048000 bytes"),
+        "{caveat}"
+    );
+    write(&base.join("memory.min"), "max\n");
+    let ws = tree
+        .set_mem_protection(b, MemProtection::Hard(2_048_000))
+        .unwrap();
+    assert!(ws.iter().all(|w| w.caveat.is_none()));
     tree.set_mem_protection(b, MemProtection::Soft(1_433_600))
         .unwrap();
     assert_eq!(read(&top.join("a/b/memory.min")), "0");
@@ -458,9 +481,9 @@ fn v1_fixture_mirrors_cpuacct_caveats_soft_limits_and_explains_a_missing_bfq() {
         .set_mem_protection(leaf, MemProtection::Hard(2_048_000))
         .unwrap();
     assert_eq!((ws.len(), read(&soft).as_str()), (1, "2048000"));
-    assert!(ws[0].caveat.unwrap().contains("not a floor"));
+    assert!(ws[0].caveat.as_deref().unwrap().contains("not a floor"));
     let ws = tree.set_mem_protection(leaf, MemProtection::None).unwrap();
-    assert_eq!((read(&soft).as_str(), ws[0].caveat), ("0", None));
+    assert_eq!((read(&soft).as_str(), ws[0].caveat.as_deref()), ("0", None));
     let limit = cg.join("memory/tact-test-v1/leaf/memory.limit_in_bytes");
     write(&limit, "9223372036854771712\n");
     tree.set_mem_limit(leaf, None).unwrap();

@@ -432,7 +432,7 @@ impl Enforcer {
                 // Said once, by the first write that carries it: the first write of a new
                 // client (its rights still 0, no protection) carries none.
                 if !self.told_mem {
-                    if let Some(caveat) = writes.iter().find_map(|w| w.caveat) {
+                    if let Some(caveat) = writes.iter().find_map(|w| w.caveat.as_deref()) {
                         self.told_mem = true;
                         eprintln!("tact daemon: memory: {caveat}");
                     }

@@ -565,7 +565,7 @@ fn tell_mem(writes: &[KnobWrite]) {
         "tact: memory: rights in bytes written to {}",
         files.join(" and ")
     );
-    if let Some(caveat) = writes.iter().find_map(|w| w.caveat) {
+    if let Some(caveat) = writes.iter().find_map(|w| w.caveat.as_deref()) {
         eprintln!("tact: memory: {caveat}");
     }
 }

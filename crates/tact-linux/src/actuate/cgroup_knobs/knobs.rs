@@ -33,7 +33,7 @@ pub struct KnobWrite {
     /// Set when the requested value was out of range.
     pub clamp: Option<Clamp>,
     /// What the knob does not do, when that differs from what the model asked for.
-    pub caveat: Option<&'static str>,
+    pub caveat: Option<String>,
 }
 
 /// The memory protection of a node, in bytes.
@@ -45,6 +45,26 @@ pub enum MemProtection {
     Soft(u64),
     /// A floor on a path hard from the base: v2 `memory.min`; v1 `memory.soft_limit_in_bytes`.
     Hard(u64),
+}
+
+/// v2's protection files, hard then soft.
+const PROTECTIONS: [&str; 2] = ["memory.min", "memory.low"];
+
+/// A v2 protection file's value (`max` is [`MEM_MAX`]); `None` where there is no such file (the
+/// root cgroup).
+fn read_protection(file: &Path) -> Result<Option<u64>> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(file, e)),
+    };
+    match text.trim() {
+        "max" => Ok(Some(MEM_MAX)),
+        t => t
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::parse(file, 1, format!("bad byte count `{t}`"))),
+    }
 }
 
 /// What v1 soft limits do not do (spec tickets §4, "Memory, in tact").
@@ -107,8 +127,11 @@ impl KnobTree {
     }
 
     /// Writes `node`'s memory protection. v2: `memory.min` (hard) and `memory.low` (soft), the
-    /// other one set to 0. v1: `memory.soft_limit_in_bytes` = the protection for protected nodes
-    /// and 0 for the rest, with a caveat saying that this is not a floor.
+    /// other one set to 0, and every node above it up to the tree's top set to the sum of its
+    /// children's (a cgroup's protection counts only up to what its parent is given), with a
+    /// caveat when a cgroup above the top is given less. v1: `memory.soft_limit_in_bytes` =
+    /// the protection for protected nodes and 0 for the rest, with a caveat saying that this is
+    /// not a floor.
     pub fn set_mem_protection(&self, node: NodeId, p: MemProtection) -> Result<Vec<KnobWrite>> {
         let dir = self.node_dir(node, Controller::Memory)?;
         let range = (0, MEM_MAX);
@@ -119,13 +142,20 @@ impl KnobTree {
                     MemProtection::Soft(b) => (0, b),
                     MemProtection::Hard(b) => (b, 0),
                 };
-                [("memory.min", min), ("memory.low", low)]
+                let mut writes = [("memory.min", min), ("memory.low", low)]
                     .into_iter()
                     .map(|(f, bytes)| {
                         let (b, c) = clamp(bytes, range);
                         write_knob(Controller::Memory, &dir.join(f), b.to_string(), c, None)
                     })
-                    .collect()
+                    .collect::<Result<Vec<_>>>()?;
+                let sums = self.sum_protection_up(node)?;
+                if let Some(caveat) = self.protection_held_above(sums) {
+                    for w in &mut writes {
+                        w.caveat = Some(caveat.clone());
+                    }
+                }
+                Ok(writes)
             }
             CgroupVersion::V1 => {
                 let bytes = match p {
@@ -134,7 +164,8 @@ impl KnobTree {
                 };
                 let (b, c) = clamp(bytes, range);
                 let file = dir.join("memory.soft_limit_in_bytes");
-                let caveat = (p != MemProtection::None).then_some(V1_SOFT_LIMIT_CAVEAT);
+                let caveat =
+                    (p != MemProtection::None).then(|| V1_SOFT_LIMIT_CAVEAT.to_string());
                 Ok(vec![write_knob(
                     Controller::Memory,
                     &file,
@@ -144,6 +175,57 @@ impl KnobTree {
                 )?])
             }
         }
+    }
+
+    /// v2: sets each node above `node`, up to the tree's top, to the sums of its children's
+    /// `memory.min` and `memory.low`, so that the floors below count (a child's protection is
+    /// capped by its parent's). Returns the top's sums.
+    fn sum_protection_up(&self, node: NodeId) -> Result<[u64; 2]> {
+        let i = self.hier_of(Controller::Memory)?;
+        let mut sums = [0u64, 0];
+        for above in self.ancestors(node)? {
+            let dir = self.dir_in(i, above)?;
+            sums = [0, 0];
+            for child in self.children(above) {
+                let child = self.dir_in(i, child)?;
+                for (sum, f) in sums.iter_mut().zip(PROTECTIONS) {
+                    *sum = sum.saturating_add(read_protection(&child.join(f))?.unwrap_or(0));
+                }
+            }
+            for (sum, f) in sums.iter().zip(PROTECTIONS) {
+                let (b, c) = clamp(*sum, (0, MEM_MAX));
+                write_knob(Controller::Memory, &dir.join(f), b.to_string(), c, None)?;
+            }
+        }
+        Ok(sums)
+    }
+
+    /// v2: what keeps the tree's floors (`sums` of `memory.min` and `memory.low` at its top)
+    /// from counting against the rest of the machine: the cgroup the tree is made in, or one
+    /// above it, given less (the root has no such files and needs none). They still hold
+    /// against the tree's own arena, whose limit makes its top the root of the reclaim.
+    fn protection_held_above(&self, sums: [u64; 2]) -> Option<String> {
+        let i = self.hier_of(Controller::Memory).ok()?;
+        let mount = self.mount_in(i);
+        let mut dir = self.base_in(i);
+        while dir.starts_with(mount) {
+            for (need, f) in sums.iter().zip(PROTECTIONS) {
+                let Ok(Some(given)) = read_protection(&dir.join(f)) else {
+                    continue;
+                };
+                if given < *need {
+                    return Some(format!(
+                        "{} is {given}, less than the {need} bytes of {f} below it, and a \
+                         cgroup's protection counts only up to its parent's: the floors hold \
+                         against the tree's own arena, not the rest of the machine; give it at \
+                         least that (systemd: MemoryMin=/MemoryLow= on its unit)",
+                        dir.join(f).display()
+                    ));
+                }
+            }
+            dir = dir.parent()?;
+        }
+        None
     }
 
     /// Writes `node`'s memory limit (the arena loop lowers it on unprotected siblings): v2
@@ -253,7 +335,7 @@ fn write_knob(
     file: &Path,
     text: String,
     clamp: Option<Clamp>,
-    caveat: Option<&'static str>,
+    caveat: Option<String>,
 ) -> Result<KnobWrite> {
     let result = OpenOptions::new()
         .write(true)

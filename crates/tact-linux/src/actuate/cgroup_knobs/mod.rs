@@ -15,8 +15,9 @@
 //! * [`usage`]: what `tact tickets explain` shows as measured: CPU time, memory in use and disk
 //!   bytes per node.
 //!
-//! Protection in a nested v2 tree is hierarchical: a child's `memory.min`/`memory.low` counts only
-//! up to what its parent is given, so the compiler sets each parent to the sum of its children.
+//! Protection in a v2 tree is hierarchical: a child's `memory.min`/`memory.low` counts only up to
+//! what its parent is given, so [`KnobTree::set_mem_protection`] sets each node above, up to the
+//! tree's top, to the sum of its children's, and says when a cgroup above the top is given less.
 
 pub mod hierarchy;
 pub mod knobs;

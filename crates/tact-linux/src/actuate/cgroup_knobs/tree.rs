@@ -377,6 +377,35 @@ impl KnobTree {
         Ok(())
     }
 
+    /// The nodes above `node`, nearest first, [`KnobTree::ROOT`] last.
+    pub(crate) fn ancestors(&self, node: NodeId) -> Result<Vec<NodeId>> {
+        let mut up = Vec::new();
+        let mut n = self.node(node)?;
+        while let Some(p) = n.parent {
+            up.push(p);
+            n = self.node(p)?;
+        }
+        Ok(up)
+    }
+
+    /// The nodes whose parent is `node`.
+    pub(crate) fn children(&self, node: NodeId) -> Vec<NodeId> {
+        (0..self.nodes.len())
+            .map(NodeId)
+            .filter(|&i| self.nodes[i.0].as_ref().is_some_and(|n| n.parent == Some(node)))
+            .collect()
+    }
+
+    /// The cgroup the tree's top directory is made in, in hierarchy `i`.
+    pub(crate) fn base_in(&self, i: usize) -> &Path {
+        &self.hiers[i].base
+    }
+
+    /// Where hierarchy `i` is mounted.
+    pub(crate) fn mount_in(&self, i: usize) -> &Path {
+        &self.hiers[i].mount.dir
+    }
+
     /// The index in `hiers` of the hierarchy with controller `c`.
     pub(crate) fn hier_of(&self, c: Controller) -> Result<usize> {
         self.hiers
