@@ -263,7 +263,12 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     // A child's protection counts only up to its parent's: each node above, up to the top,
     // gets the sum of its children's.
     for dir in [top.join("a"), top.clone()] {
-        assert_eq!(read(&dir.join("memory.min")), "2048000", "{}", dir.display());
+        assert_eq!(
+            read(&dir.join("memory.min")),
+            "2048000",
+            "{}",
+            dir.display()
+        );
         assert_eq!(read(&dir.join("memory.low")), "0", "{}", dir.display());
     }
     assert!(ws.iter().all(|w| w.caveat.is_none()));
@@ -273,7 +278,10 @@ fn v2_tree_enables_controllers_writes_every_knob_and_clamps_with_a_report() {
     let ws = tree
         .set_mem_protection(b, MemProtection::Hard(2_048_000))
         .unwrap();
-    let caveat = ws[0].caveat.as_deref().expect("BASE's memory.min caps the floors");
+    let caveat = ws[0]
+        .caveat
+        .as_deref()
+        .expect("BASE's memory.min caps the floors");
     assert!(
         caveat.contains("work/memory.min is 0") && caveat.contains("2048000 bytes"),
         "{caveat}"

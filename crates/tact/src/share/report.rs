@@ -1,6 +1,7 @@
 //! What `tact share` tells the user: one JSON line per cycle (or per second with cgroups) in
 //! `--json-log`, and the table of target against achieved share at the end.
 
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -90,6 +91,9 @@ pub struct Row {
 /// conserving mode, when a share was capped, a `feasible` column gives the target tact held the
 /// jobs to (φ/Σφ).
 pub fn table(rows: &[Row], footer: &[String]) {
+    // Written, not eprintln!'d: a reader gone (`2>&1 | head -1`) made eprintln! panic (exit 101)
+    // after the jobs had ended; the table is then lost, and the exit status is the jobs'.
+    let mut err = std::io::stderr().lock();
     let shares: u64 = rows.iter().map(|r| r.shares).sum();
     let phis: f64 = rows.iter().filter_map(|r| r.feasible).sum();
     let capped = rows.iter().any(|r| {
@@ -104,7 +108,8 @@ pub fn table(rows: &[Row], footer: &[String]) {
         .unwrap_or(3)
         .clamp(3, 40);
     let feasible_head = if capped { "  feasible" } else { "" };
-    eprintln!(
+    let _ = writeln!(
+        err,
         "{:<width$}  {:>6}  {:>7}{feasible_head}  {:>8}  {:>9}  exit",
         "job", "shares", "target", "achieved", "cpu"
     );
@@ -125,7 +130,8 @@ pub fn table(rows: &[Row], footer: &[String]) {
             label = label.chars().take(width - 1).collect();
             label.push('…');
         }
-        eprintln!(
+        let _ = writeln!(
+            err,
             "{label:<width$}  {:>6}  {:>6.1}%{feasible}  {achieved:>8}  {:>8.2}s  {}",
             r.shares,
             target,
@@ -134,6 +140,6 @@ pub fn table(rows: &[Row], footer: &[String]) {
         );
     }
     for line in footer {
-        eprintln!("{line}");
+        let _ = writeln!(err, "{line}");
     }
 }

@@ -164,8 +164,7 @@ impl KnobTree {
                 };
                 let (b, c) = clamp(bytes, range);
                 let file = dir.join("memory.soft_limit_in_bytes");
-                let caveat =
-                    (p != MemProtection::None).then(|| V1_SOFT_LIMIT_CAVEAT.to_string());
+                let caveat = (p != MemProtection::None).then(|| V1_SOFT_LIMIT_CAVEAT.to_string());
                 Ok(vec![write_knob(
                     Controller::Memory,
                     &file,

@@ -392,7 +392,11 @@ impl KnobTree {
     pub(crate) fn children(&self, node: NodeId) -> Vec<NodeId> {
         (0..self.nodes.len())
             .map(NodeId)
-            .filter(|&i| self.nodes[i.0].as_ref().is_some_and(|n| n.parent == Some(node)))
+            .filter(|&i| {
+                self.nodes[i.0]
+                    .as_ref()
+                    .is_some_and(|n| n.parent == Some(node))
+            })
             .collect()
     }
 
