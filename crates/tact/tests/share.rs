@@ -614,6 +614,71 @@ fn sigterm_ends_the_started_commands_whole_tree_and_leaves_adopted_ones_running(
     drop(adopted);
 }
 
+/// A reader of tact's stderr that has gone (`tact share ... 2>&1 | head -1`) loses the table,
+/// and the exit status is still the jobs' (the table's eprintln! panicked: 101).
+#[test]
+fn a_closed_stderr_loses_the_table_not_the_exit_status() {
+    use std::io::BufRead;
+    let runtime = tempfile::tempdir().unwrap();
+    let mut c = tact();
+    c.args(["share", "--backend", "signals", "--job", "1=sleep 0.5"])
+        .env("TACT_RUNTIME_DIR", runtime.path())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("tact: backend signals"), "{first}");
+    // The reader is dropped here, before the job ends and the table is written.
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// A `--pid` whose process descends from another `--pid` would be in two jobs (counted in
+/// both, and a split neither can reach): refused before anything starts, in either order.
+#[test]
+fn a_pid_in_the_tree_of_another_given_pid_is_refused() {
+    struct Tree(Child);
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            kill_tree(self.0.id() as i32);
+            let _ = self.0.wait();
+        }
+    }
+    let parent = Tree(
+        std::process::Command::new("sh")
+            .args(["-c", "sleep 604; true"])
+            .spawn()
+            .unwrap(),
+    );
+    let sh = parent.0.id() as i32;
+    let mut child = None;
+    wait_for(Duration::from_secs(60), "the shell's sleep", || {
+        child = find_member(&tree(sh), "sleep 604");
+        child.is_some()
+    });
+    let child = child.unwrap().pid;
+    let runtime = tempfile::tempdir().unwrap();
+    for (a, b) in [(sh, child), (child, sh)] {
+        let (out, err) = run({
+            let mut c = tact();
+            c.args(["share", "--backend", "signals"])
+                .args(["--pid", &format!("1={a}"), "--pid", &format!("1={b}")])
+                .env("TACT_RUNTIME_DIR", runtime.path());
+            c
+        });
+        assert_eq!(out.status.code(), Some(125), "{err}");
+        assert!(
+            err.contains(&format!(
+                "--pid 1={child}: process {child} descends from process {sh}"
+            )),
+            "{err}"
+        );
+    }
+    drop(parent);
+}
+
 #[test]
 fn bad_input_is_refused_with_the_argument_named() {
     let runtime = tempfile::tempdir().unwrap();

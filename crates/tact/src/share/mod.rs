@@ -35,6 +35,7 @@ const GRACE: Duration = Duration::from_secs(10);
 pub fn run(args: &ShareArgs) -> Result<i32> {
     let specs = spec::parse(&args.jobs, &args.pids, &args.users)?;
     check_users(&specs)?;
+    check_nested_pids(&specs)?;
     let users = specs.iter().any(JobSpec::is_user);
     let cpus = affinity::thread_cpus(std::process::id() as i32)
         .context("cannot read tact's own CPU affinity")?;
@@ -201,6 +202,38 @@ pub(crate) fn alps_config(
 pub(crate) fn default_alps_config(cpus: usize) -> Result<ShareConfig> {
     let mode = Mode::default_for(cpus as u32);
     alps_config(DEFAULT_QUANTUM, false, false, false, mode, cpus)
+}
+
+/// `--pid`: a process in the tree of another one given is refused, or it would be in two jobs
+/// (counted in both, and a split neither could reach). A job's tree is its root and its
+/// descendants, so two trees overlap exactly when one root descends from the other.
+fn check_nested_pids(specs: &[JobSpec]) -> Result<()> {
+    let procs = tact_linux::ProcReader::new();
+    let given = |pid: i32| {
+        specs
+            .iter()
+            .find(|s| s.what == What::Pid(pid))
+            .map(JobSpec::origin)
+    };
+    for s in specs {
+        let What::Pid(pid) = s.what else { continue };
+        let mut up = pid;
+        // A pid that cannot be read is for `Job::start` to report; the walk ends at init.
+        while let Ok(stat) = procs.stat(up) {
+            up = stat.ppid;
+            if up <= 1 {
+                break;
+            }
+            if let Some(other) = given(up) {
+                bail!(
+                    "{}: process {pid} descends from process {up}, whose tree {other} already \
+                     shares: it would be in two jobs",
+                    s.origin()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--user`: only root names another user (DESIGN.md invariant 3); an adopted `--pid` must not
