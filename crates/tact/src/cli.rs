@@ -993,7 +993,7 @@ pub struct DaemonArgs {
     #[arg(long, value_name = "ADDR", value_parser = crate::daemon::metrics::loopback_addr)]
     pub metrics: Option<std::net::SocketAddr>,
     /// A job holding the turn that neither releases nor reports for this long is presumed hung
-    /// and loses it.
+    /// and loses it; so does one that keeps it this long after hearing that another job waits.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
     pub lease: Duration,
     /// Where the tickets model (`tact tickets create|fund|attach|...`) is kept across restarts

@@ -310,6 +310,39 @@ fn a_hung_holder_loses_the_turn_after_its_lease() {
     assert_eq!(d.state(jb), "running");
 }
 
+/// A holder that keeps reporting (which renews its lease) instead of releasing cannot keep the
+/// turn from a job that waits for longer than a lease after hearing that one waits.
+#[test]
+fn a_holder_that_only_reports_loses_the_turn_to_a_waiting_job() {
+    let d = Daemon::start(&["--lease", "1s"]);
+    let (mut a, mut b) = (d.raw(), d.raw());
+    let ja = a.hello("greedy", 0);
+    let jb = b.hello("patient", 0);
+    a.acquire(ja);
+    a.granted();
+    b.acquire(jb);
+    let report = json!({"v": 1, "op": "report", "job": ja, "report": {"state": "running"}});
+    let mut told = false;
+    let deadline = Instant::now() + PATIENCE;
+    while !b.has_reply(Duration::from_millis(200)) {
+        assert!(
+            Instant::now() < deadline,
+            "the reporting holder kept the turn for {PATIENCE:?}"
+        );
+        let r = a.call(report.clone());
+        assert_eq!(r["ok"], true, "{r}");
+        if r["revoked"] == true {
+            break;
+        }
+        assert_eq!(r["waiting"], 1, "{r}");
+        told = true;
+    }
+    assert!(told, "a heard that b waits");
+    b.granted();
+    assert_eq!(d.state(jb), "running");
+    assert_eq!(d.status()["daemon"]["revoked_total"], 1);
+}
+
 #[test]
 fn bad_messages_get_errors_naming_the_field_and_others_go_on() {
     let d = Daemon::start(&[]);

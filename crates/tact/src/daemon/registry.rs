@@ -2,6 +2,12 @@
 //! at a time; when it is free, the arbiter picks among the jobs waiting for it. A holder that
 //! neither releases nor reports within the lease is presumed hung and loses it.
 //!
+//! A holder keeps the turn while nobody else waits, renewing its lease by `report` (or
+//! `acquire`). While another job waits, renewals carry its lease no further than one lease from
+//! the first renewal that found it waiting (whose `report` reply says so): a holder that goes on
+//! reporting instead of releasing loses the turn then, as a hung one does, so that no job keeps
+//! the turn from the others.
+//!
 //! Every method takes the time, and none blocks or touches a socket: the connection threads do
 //! that, with this behind a mutex. State that depends on time passing (a lease running out) is
 //! brought up to date by [`Registry::schedule`], which whoever looks calls first.
@@ -81,6 +87,23 @@ struct Holder {
     job: JobId,
     since: Instant,
     lease_until: Instant,
+    /// The first renewal that found another job waiting (reset at one that finds none):
+    /// renewals do not carry the lease past one lease from then.
+    contested: Option<Instant>,
+}
+
+impl Holder {
+    /// Renews the lease at `now`, when `waiting` other jobs wait: a full lease while nobody
+    /// waits, else no further than one lease from the first renewal that found one waiting.
+    fn renew(&mut self, now: Instant, lease: Duration, waiting: u32) {
+        if waiting == 0 {
+            self.contested = None;
+            self.lease_until = now + lease;
+        } else {
+            let since = *self.contested.get_or_insert(now);
+            self.lease_until = since + lease;
+        }
+    }
 }
 
 /// What a waiting job's thread should do.
@@ -211,9 +234,10 @@ impl Registry {
     pub fn want_turn(&mut self, peer: Peer, job: JobId, now: Instant) -> Result<(), Refusal> {
         self.own_job(peer, job)?;
         let lease = self.lease;
+        let waiting = self.waiting_besides(job);
         let holding = match self.holder.as_mut() {
             Some(h) if h.job == job => {
-                h.lease_until = now + lease;
+                h.renew(now, lease, waiting);
                 true
             }
             _ => false,
@@ -240,12 +264,22 @@ impl Registry {
     pub fn schedule(&mut self, now: Instant) -> bool {
         let mut changed = false;
         if let Some(h) = self.holder.filter(|h| now >= h.lease_until) {
-            tracing::warn!(
-                "job {} neither released nor reported within the {:?} lease: presumed hung, \
-                 it loses the turn",
-                h.job,
-                self.lease
-            );
+            match h.contested {
+                Some(since) if now.saturating_duration_since(since) >= self.lease => {
+                    tracing::warn!(
+                        "job {} kept the turn for the {:?} lease after hearing that another \
+                         job waits: it loses the turn",
+                        h.job,
+                        self.lease
+                    )
+                }
+                _ => tracing::warn!(
+                    "job {} neither released nor reported within the {:?} lease: presumed \
+                     hung, it loses the turn",
+                    h.job,
+                    self.lease
+                ),
+            }
             self.end_turn(h, now, now.saturating_duration_since(h.since));
             if let Some(j) = self.jobs.get_mut(&h.job) {
                 j.hung = true;
@@ -266,6 +300,7 @@ impl Registry {
                     job: id,
                     since: now,
                     lease_until: now + self.lease,
+                    contested: None,
                 });
                 self.counters.grants_total += 1;
                 tracing::debug!("job {id} has the turn");
@@ -302,7 +337,8 @@ impl Registry {
         Ok(ack)
     }
 
-    /// `report`: figures, and a renewed lease for a holder.
+    /// `report`: figures, and a renewed lease for a holder (while others wait, no further than
+    /// one lease from the first renewal that found one waiting).
     pub fn report(
         &mut self,
         peer: Peer,
@@ -313,7 +349,7 @@ impl Registry {
         let ack = self.testpoint(peer, job, Some(report), now)?;
         let lease = self.lease;
         if let Some(h) = self.holder.as_mut().filter(|h| h.job == job) {
-            h.lease_until = now + lease;
+            h.renew(now, lease, ack.waiting);
         }
         Ok(ack)
     }
@@ -332,12 +368,16 @@ impl Registry {
         if let Some(r) = report {
             j.report = Some((r, now));
         }
-        let waiting = self
-            .jobs
+        let waiting = self.waiting_besides(job);
+        Ok(Ack { revoked, waiting })
+    }
+
+    /// How many jobs other than `job` wait for the turn.
+    fn waiting_besides(&self, job: JobId) -> u32 {
+        self.jobs
             .iter()
             .filter(|(&id, j)| id != job && j.waiting)
-            .count() as u32;
-        Ok(Ack { revoked, waiting })
+            .count() as u32
     }
 
     pub fn set_priority(&mut self, peer: Peer, job: JobId, priority: i32) -> Result<(), Refusal> {
@@ -612,6 +652,108 @@ mod tests {
         // The late release does not take b's turn away.
         assert!(granted(&mut reg, jb, t2));
         assert_eq!(state(&reg, ja, t2), JobState::Idle);
+    }
+
+    /// A holder that reports on and on instead of releasing keeps the turn while nobody else
+    /// waits, but once another job waits, reports renew its lease no further than one lease
+    /// from the first report that told it so.
+    #[test]
+    fn reporting_holds_the_turn_for_at_most_a_lease_while_another_job_waits() {
+        let (mut reg, t0, [(a, ja), (b, jb)]) = two_jobs(1000);
+        let report = || Report {
+            state: ReportState::Running,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 0,
+            suspend_for_ms: 0,
+            idle: None,
+        };
+        let every = Duration::from_secs(4);
+        reg.want_turn(a, ja, t0).unwrap();
+        assert!(granted(&mut reg, ja, t0));
+        // Alone, a keeps the turn as long as it reports: five leases.
+        let mut t = t0;
+        while t < t0 + 5 * LEASE {
+            t += every;
+            let ack = reg.report(a, ja, report(), t).unwrap();
+            assert_eq!(ack.waiting, 0);
+            assert!(granted(&mut reg, ja, t));
+        }
+        // b asks; a's next report hears so, and a keeps reporting, never releasing.
+        reg.want_turn(b, jb, t).unwrap();
+        let told = t + every;
+        let mut now = told;
+        while now < told + 3 * LEASE && !granted(&mut reg, jb, now) {
+            let ack = reg.report(a, ja, report(), now).unwrap();
+            if now == told {
+                assert_eq!(
+                    ack,
+                    Ack {
+                        revoked: false,
+                        waiting: 1
+                    }
+                );
+            }
+            // Asking again while holding does not renew it further either.
+            reg.want_turn(a, ja, now).unwrap();
+            now += every;
+        }
+        assert!(
+            granted(&mut reg, jb, now),
+            "b still waits {:?} after a heard that it waits",
+            now - told
+        );
+        assert!(now >= told + LEASE, "a had a lease from {told:?}: {now:?}");
+        assert!(now <= told + LEASE + every, "{:?}", now - told);
+        assert_eq!(reg.counters.revoked_total, 1);
+        assert_eq!(
+            reg.report(a, ja, report(), now).unwrap(),
+            Ack {
+                revoked: true,
+                waiting: 0
+            }
+        );
+        // b's turn is a fresh one: alone again after a releases... a waits now, so b too is
+        // held to a lease from its first report that hears so.
+        reg.want_turn(a, ja, now).unwrap();
+        let ack = reg.report(b, jb, report(), now).unwrap();
+        assert_eq!(ack.waiting, 1);
+        assert!(!granted(
+            &mut reg,
+            ja,
+            now + LEASE - Duration::from_millis(1)
+        ));
+        reg.report(b, jb, report(), now + LEASE - Duration::from_millis(1))
+            .unwrap();
+        assert!(granted(&mut reg, ja, now + LEASE));
+    }
+
+    /// The cap applies only while someone waits: a waiter that leaves lets the holder renew
+    /// fully again, and a later waiter starts a new lease's grace.
+    #[test]
+    fn a_waiter_that_leaves_lifts_the_cap() {
+        let (mut reg, t0, [(a, ja), (b, jb)]) = two_jobs(1000);
+        let report = || Report {
+            state: ReportState::Running,
+            rate: None,
+            target: None,
+            unit: None,
+            suspended_ms: 0,
+            suspend_for_ms: 0,
+            idle: None,
+        };
+        reg.want_turn(a, ja, t0).unwrap();
+        assert!(granted(&mut reg, ja, t0));
+        reg.want_turn(b, jb, t0).unwrap();
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(reg.report(a, ja, report(), t1).unwrap().waiting, 1);
+        reg.bye(b, jb, t1).unwrap();
+        let t2 = t1 + Duration::from_secs(8);
+        assert_eq!(reg.report(a, ja, report(), t2).unwrap().waiting, 0);
+        // Renewed fully at t2, past t1 + LEASE.
+        assert!(granted(&mut reg, ja, t1 + LEASE + Duration::from_secs(1)));
+        assert_eq!(reg.counters.revoked_total, 0);
     }
 
     #[test]
