@@ -18,7 +18,8 @@ def testpoint(index: int, *metrics: float) -> None:
     metric, or a changed metric count."""
 
 def set_priority(priority: int) -> None:
-    """Sets the calling thread's priority: a higher one always runs first when eligible."""
+    """Sets the calling thread's priority: a higher one always runs first when eligible.
+    Raises ValueError outside -100..100 (the tact daemon's range)."""
 
 def stats() -> Optional[Stats]:
     """What the calling thread's unit has been through; None before its first testpoint."""

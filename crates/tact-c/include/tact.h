@@ -40,7 +40,8 @@ extern "C" {
 
 /* Return codes. */
 #define TACT_OK 0
-/* Bad arguments: index < 0, count < 1 or > TACT_MAX_METRICS, or metrics == NULL. */
+/* Bad arguments: index < 0, count < 1 or > TACT_MAX_METRICS, metrics == NULL, or a priority
+ * outside TACT_PRIORITY_MIN..TACT_PRIORITY_MAX. */
 #define TACT_EINVAL (-1)
 /* Bad progress: a negative metric, or a count other than earlier calls gave for this index. */
 #define TACT_EPROGRESS (-2)
@@ -51,6 +52,10 @@ extern "C" {
 
 /* Most metrics one index may have. */
 #define TACT_MAX_METRICS 64
+
+/* The priorities tact_set_priority() accepts (those of the tact daemon's protocol). */
+#define TACT_PRIORITY_MIN (-100)
+#define TACT_PRIORITY_MAX 100
 
 /*
  * Reports progress and returns when the calling thread may go on (see above: it may block).
@@ -70,7 +75,10 @@ int tact_testpoint(int index, int count, const int64_t *metrics);
 /*
  * Sets the calling thread's priority among the regulated threads of the process (default 0).
  * A higher priority always runs first when it is not suspended; equal priorities share
- * execution time equally. Returns TACT_OK, or TACT_EINTERNAL.
+ * execution time equally. With a tact daemon, the process's turn among the machine's jobs is
+ * asked with the priority of its thread that runs. Returns TACT_OK; TACT_EINVAL for a priority
+ * outside TACT_PRIORITY_MIN..TACT_PRIORITY_MAX (-100 to 100; nothing is changed); or
+ * TACT_EINTERNAL.
  */
 int tact_set_priority(int priority);
 

@@ -62,9 +62,9 @@ pub unsafe extern "C" fn tact_testpoint(index: c_int, count: c_int, metrics: *co
 
 #[no_mangle]
 pub extern "C" fn tact_set_priority(priority: c_int) -> c_int {
-    guarded(|| {
-        tact_lib::set_priority(priority);
-        TACT_OK
+    guarded(|| match tact_lib::set_priority(priority) {
+        Ok(()) => TACT_OK,
+        Err(e) => fail(TACT_EINVAL, &e.to_string()),
     })
 }
 

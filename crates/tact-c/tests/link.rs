@@ -137,6 +137,11 @@ int main(void)
     printf("%s\n", tact_last_error());
     if (tact_set_priority(2) != TACT_OK) return 19;
     if (tact_flush() != TACT_OK) return 20;
+    /* The daemon's range, -100 to 100: refused at once rather than by the daemon later. */
+    if (tact_set_priority(1000) != TACT_EINVAL) return 21;
+    if (strstr(tact_last_error(), "-100 to 100") == NULL) return 22;
+    if (tact_set_priority(-101) != TACT_EINVAL) return 23;
+    if (tact_set_priority(-100) != TACT_OK || tact_set_priority(100) != TACT_OK) return 24;
     return 0;
 }
 "#;

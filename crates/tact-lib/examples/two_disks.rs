@@ -396,7 +396,7 @@ fn run(
             .records
             .push(json!({"kind": "registered", "thread": name, "t": mono()}));
         // The staging starts from the final priorities too: H runs first.
-        tact_lib::set_priority(plan.priority);
+        tact_lib::set_priority(plan.priority).expect("a priority within -100..=100");
         // Registers the thread; its first call waits for the token like any other.
         tact_lib::testpoint(plan.index, &[0.0]).map_err(|e| format!("testpoint: {e}"))?;
     }
@@ -464,7 +464,7 @@ fn run(
             rec.push(json!({"kind": "calibrated", "thread": name, "t": tp1}));
         }
         if let Some((priority, is_final)) = staging.step(calibrated, &plan) {
-            tact_lib::set_priority(priority);
+            tact_lib::set_priority(priority).expect("a priority within -100..=100");
             rec.push(json!({
                 "kind": "priority", "thread": name, "t": mono(), "priority": priority,
                 "final": is_final,

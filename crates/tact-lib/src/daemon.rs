@@ -77,6 +77,9 @@ impl DaemonCoordinator {
 
 impl Coordinator for DaemonCoordinator {
     fn acquire(&mut self, priority: i32) -> Result<(), CoordinatorError> {
+        // The daemon refuses a priority out of its range (and would drop this process's turn
+        // with it); `set_priority` refuses them, so this only guards.
+        let priority = priority.clamp(tact_proto::PRIORITY_MIN, tact_proto::PRIORITY_MAX);
         if self.joined.is_none()
             && (self.last_attempt.elapsed() < REJOIN_EVERY || !self.join(priority))
         {

@@ -64,8 +64,11 @@ pub fn testpoint(index: u32, metrics: &[f64]) -> Result<(), Error> {
 }
 
 /// Sets the calling thread's priority among the regulated units of the process: a higher one
-/// always runs first when eligible. The default is 0.
-pub fn set_priority(priority: i32) {
+/// always runs first when eligible. The default is 0. A priority outside
+/// [`PRIORITY_RANGE`](crate::PRIORITY_RANGE) (the tact daemon's, -100 to 100) is refused with
+/// [`Error::Priority`] and changes nothing.
+pub fn set_priority(priority: i32) -> Result<(), Error> {
+    check_priority(priority)?;
     // Outside of a thread's life (its destructors), there is nothing to set.
     let _ = UNIT.try_with(|cell| {
         if let Ok(mut unit) = cell.try_borrow_mut() {
@@ -75,6 +78,17 @@ pub fn set_priority(priority: i32) {
             }
         }
     });
+    Ok(())
+}
+
+/// Priorities range as the daemon's protocol allows: the process's units reach the daemon with
+/// theirs.
+pub(crate) fn check_priority(priority: i32) -> Result<(), Error> {
+    if crate::PRIORITY_RANGE.contains(&priority) {
+        Ok(())
+    } else {
+        Err(Error::Priority(priority))
+    }
 }
 
 /// What the calling thread's unit has been through; None before its first testpoint.

@@ -51,4 +51,9 @@ pub use error::Error;
 pub use global::{flush, init, set_priority, stats, supervisor, testpoint};
 pub use polite::Polite;
 pub use supervisor::{Supervisor, UnitStats};
+/// The priorities [`set_priority`] and [`Polite::set_priority`] accept: the tact daemon's
+/// (`tact_proto::PRIORITY_MIN..=PRIORITY_MAX`), since a process's units reach it with theirs.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> =
+    tact_proto::PRIORITY_MIN..=tact_proto::PRIORITY_MAX;
+
 pub use tact_core::polite::{check_progress, Decision, ObsError, Phase, PoliteConfig};

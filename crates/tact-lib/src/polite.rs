@@ -52,12 +52,15 @@ impl Polite {
         }
     }
 
-    /// As [`set_priority`](crate::set_priority), for this unit.
-    pub fn set_priority(&mut self, priority: i32) {
+    /// As [`set_priority`](crate::set_priority), for this unit (a priority outside
+    /// [`PRIORITY_RANGE`](crate::PRIORITY_RANGE) is refused and changes nothing).
+    pub fn set_priority(&mut self, priority: i32) -> Result<(), Error> {
+        global::check_priority(priority)?;
         match &self.sup {
             Some(sup) => sup.set_priority(&mut self.local, priority),
             None => self.local.priority = priority,
         }
+        Ok(())
     }
 
     pub fn priority(&self) -> i32 {

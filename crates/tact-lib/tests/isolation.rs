@@ -68,7 +68,7 @@ fn a_higher_priority_runs_whenever_it_is_eligible() {
         let (sup, high_active) = (sup.clone(), high_active.clone());
         thread::spawn(move || {
             let mut unit = Polite::with_supervisor(&sup);
-            unit.set_priority(1);
+            unit.set_priority(1).unwrap();
             unit.testpoint(0, &[1.0]).unwrap();
             started.send(()).unwrap();
             let n = work_until(&mut unit, until, || thread::sleep(Duration::from_millis(1)));

@@ -26,7 +26,7 @@ fn thread_units_take_turns_and_an_exiting_holder_frees_the_token() {
         .map(|i| {
             let (inside, most) = (inside.clone(), most.clone());
             thread::spawn(move || {
-                tact_lib::set_priority(0);
+                tact_lib::set_priority(0).unwrap();
                 while Instant::now() < until {
                     tact_lib::testpoint(i, &[1.0]).unwrap();
                     most.fetch_max(inside.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);

@@ -77,7 +77,7 @@ pub(crate) fn obs_error(e: ObsError) -> PyErr {
 pub(crate) fn error(e: Error) -> PyErr {
     match e {
         Error::Progress(e) => obs_error(e),
-        Error::Config(_) => PyValueError::new_err(e.to_string()),
+        Error::Config(_) | Error::Priority(_) => PyValueError::new_err(e.to_string()),
         Error::Save(_) => PyOSError::new_err(e.to_string()),
         Error::AlreadyStarted => already_started(),
     }

@@ -64,10 +64,11 @@ fn testpoint(py: Python<'_>, index: i64, metrics: &Bound<'_, PyTuple>) -> PyResu
 
 /// Sets the calling thread's priority among the program's regulated units: a higher one always
 /// runs first when eligible. The default is 0; it may be set before the first testpoint.
+/// A priority outside -100..100 (the tact daemon's range) raises ValueError.
 #[pyfunction]
-fn set_priority(py: Python<'_>, priority: i32) {
+fn set_priority(py: Python<'_>, priority: i32) -> PyResult<()> {
     settings::period(py);
-    tact_lib::set_priority(priority);
+    tact_lib::set_priority(priority).map_err(convert::error)
 }
 
 /// What the calling thread's unit has been through, as a dict (tact.Stats): phase, testpoints,

@@ -44,17 +44,17 @@ enum Slow {
 impl Regulator {
     #[new]
     #[pyo3(signature = (priority = 0))]
-    fn new(py: Python<'_>, priority: i32) -> Self {
+    fn new(py: Python<'_>, priority: i32) -> PyResult<Self> {
         let period = settings::period(py);
         let mut unit = Polite::new();
-        unit.set_priority(priority);
-        Regulator {
+        unit.set_priority(priority).map_err(convert::error)?;
+        Ok(Regulator {
             period,
             inner: Mutex::new(Inner {
                 unit: Some(unit),
                 batch: Batch::new(),
             }),
-        }
+        })
     }
 
     /// As tact.testpoint(), for this unit.
@@ -91,7 +91,8 @@ impl Regulator {
 
     /// Sets this unit's priority: a higher one always runs first when eligible.
     fn set_priority(&self, py: Python<'_>, priority: i32) -> PyResult<()> {
-        self.with_unit(py, |u| u.set_priority(priority))
+        self.with_unit(py, |u| u.set_priority(priority))?
+            .map_err(convert::error)
     }
 
     #[getter]

@@ -1,7 +1,8 @@
 //! Settings shared by the library's tests: short periods so that they run in seconds; and in
-//! `tasks`, the gates and meters of the tune tests.
+//! `tasks`, the gates and meters of the tune tests; in `fake`, a fake tact daemon.
 #![allow(dead_code)] // each test file uses a part
 
+pub mod fake;
 pub mod tasks;
 
 use std::time::Duration;

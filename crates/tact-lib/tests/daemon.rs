@@ -1,0 +1,73 @@
+//! The library with a tact daemon (a fake one, `common::fake`, that checks requests as the real
+//! one does): what it sends, and what it does when the daemon is gone or stuck.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fake::{Fake, Said};
+use tact_lib::{DaemonCoordinator, Polite, Supervisor};
+
+/// A supervisor of 20 ms testpoints (no regulation in the way) that takes turns with the
+/// daemon at `fake`.
+fn coordinated(fake: &Fake, name: &str) -> std::sync::Arc<Supervisor> {
+    let sup = Supervisor::with_config(common::config(100_000)).unwrap();
+    let daemon = DaemonCoordinator::connect(fake.path.clone(), name).expect("registered");
+    sup.set_coordinator(Some(Box::new(daemon)));
+    sup
+}
+
+/// Testpoints for `run`, often enough that many are due.
+fn testpoints(unit: &mut Polite, run: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < run {
+        unit.testpoint(0, &[1.0]).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn hellos(seen: &[common::fake::Seen]) -> Vec<String> {
+    seen.iter()
+        .filter_map(|s| match &s.said {
+            Said::Hello { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn refused(seen: &[common::fake::Seen]) -> Vec<String> {
+    seen.iter()
+        .filter_map(|s| match &s.said {
+            Said::Refused(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A priority outside the daemon's range is refused by the library at once, rather than
+/// accepted and then refused by the daemon, which cost the process its turn.
+#[test]
+fn a_priority_the_daemon_would_refuse_is_refused_at_once() {
+    let fake = Fake::start();
+    let sup = coordinated(&fake, "priority");
+    let mut unit = Polite::with_supervisor(&sup);
+    unit.testpoint(0, &[1.0]).unwrap();
+    // (Debug-printed so that this test also builds against a set_priority that returned
+    // nothing.)
+    #[allow(clippy::let_unit_value)]
+    let too_high = unit.set_priority(1000);
+    let too_high = format!("{too_high:?}");
+    assert!(too_high.contains("Priority(1000)"), "{too_high}");
+    assert_eq!(unit.priority(), 0, "nothing changed");
+    let ok = format!("{:?}", unit.set_priority(100));
+    assert!(!ok.contains("Err"), "{ok}");
+    testpoints(&mut unit, Duration::from_millis(300));
+    let seen = fake.seen();
+    assert_eq!(refused(&seen), Vec::<String>::new());
+    assert_eq!(hellos(&seen).len(), 1, "never dropped and registered again");
+    assert!(seen.iter().any(|s| s.said == Said::Op("set_priority")));
+    assert_eq!(
+        format!("{:?}", tact_lib::set_priority(-101)),
+        "Err(Priority(-101))"
+    );
+}
