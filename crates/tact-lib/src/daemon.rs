@@ -37,11 +37,12 @@ impl DaemonCoordinator {
     }
 
     /// A coordinator registered as `name` with the daemon at `path`; `None` if it does not
-    /// answer or refuses (the reason goes to stderr).
+    /// answer or refuses (the reason goes to stderr). The name is made fit for the protocol
+    /// ([`tact_proto::job_name`]).
     pub fn connect(path: PathBuf, name: &str) -> Option<Self> {
         let mut c = DaemonCoordinator {
             path,
-            name: name.chars().take(tact_proto::MAX_NAME).collect(),
+            name: tact_proto::job_name(name),
             joined: None,
             priority: 0,
             last_attempt: Instant::now(),

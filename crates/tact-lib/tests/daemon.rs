@@ -44,6 +44,23 @@ fn refused(seen: &[common::fake::Seen]) -> Vec<String> {
         .collect()
 }
 
+/// The protocol limits a name to 128 bytes without control characters; the library cuts and
+/// cleans a name (`TACT_NAME`, the executable's) rather than be refused and run alone.
+#[test]
+fn a_name_the_daemon_would_refuse_is_made_fit() {
+    let fake = Fake::start();
+    let long = "é".repeat(100); // 200 bytes
+    assert!(DaemonCoordinator::connect(fake.path.clone(), &long).is_some());
+    assert!(DaemonCoordinator::connect(fake.path.clone(), "nightly\tbackup\n").is_some());
+    let seen = fake.seen();
+    assert_eq!(refused(&seen), Vec::<String>::new());
+    assert_eq!(
+        hellos(&seen),
+        ["é".repeat(64), "nightly backup ".to_string()],
+        "cut at 128 bytes, on a character's boundary; control characters made spaces"
+    );
+}
+
 /// A priority outside the daemon's range is refused by the library at once, rather than
 /// accepted and then refused by the daemon, which cost the process its turn.
 #[test]

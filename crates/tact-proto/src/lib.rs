@@ -39,8 +39,8 @@ pub use reply::{
     JobStatus, Status, Welcome,
 };
 pub use request::{
-    ClassReport, GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind, NetKernelReport,
-    OwnTraffic, Report, ReportState, Request,
+    job_name, ClassReport, GateReport, GateState, Hello, IdleCpu, IdleReport, JobId, Kind,
+    NetKernelReport, OwnTraffic, Report, ReportState, Request,
 };
 
 /// The protocol version every message carries as `"v"`. It changes when a message's meaning

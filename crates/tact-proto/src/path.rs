@@ -26,16 +26,20 @@ pub fn daemon_socket_path(explicit: Option<&Path>) -> Result<PathBuf, tact_linux
 /// The socket a client talks to when not told: `$TACT_SOCKET`, else the user's own daemon's
 /// socket ([`daemon_socket_path`]) when it exists, else the system daemon's when that exists (a
 /// machine-wide daemon serves every user), else the user's path (which then fails to connect
-/// with "not found").
+/// with "not found"). A user without a private directory for a daemon of their own (without
+/// `$XDG_RUNTIME_DIR`, a `$TMPDIR/tact-<uid>` that another user owns or others may write) has
+/// no own daemon: their daemon would refuse it too, and a socket there is never trusted, so the
+/// system daemon's path is the answer then.
 pub fn socket_path(explicit: Option<&Path>) -> Result<PathBuf, tact_linux::Error> {
     if let Some(path) = explicit.map(Path::to_path_buf).or_else(from_env) {
         return Ok(path);
     }
-    let own = daemon_socket_path(None)?;
-    if own.exists() || !Path::new(SYSTEM_SOCKET).exists() {
-        return Ok(own);
+    let system = Path::new(SYSTEM_SOCKET);
+    match daemon_socket_path(None) {
+        Ok(own) if own.exists() || !system.exists() => Ok(own),
+        Ok(_) | Err(tact_linux::Error::NotPrivate { .. }) => Ok(system.to_path_buf()),
+        Err(e) => Err(e),
     }
-    Ok(PathBuf::from(SYSTEM_SOCKET))
 }
 
 fn from_env() -> Option<PathBuf> {

@@ -50,6 +50,24 @@ pub struct Hello {
     pub kind: Kind,
 }
 
+/// `name` made fit for [`Hello::name`]: control characters become spaces, and it is cut at a
+/// character boundary to at most [`crate::MAX_NAME`] bytes (not characters: `é` takes two).
+/// An empty result (an empty name) becomes `"job"`.
+pub fn job_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len().min(crate::MAX_NAME));
+    for c in name.chars() {
+        let c = if c.is_control() { ' ' } else { c };
+        if out.len() + c.len_utf8() > crate::MAX_NAME {
+            break;
+        }
+        out.push(c);
+    }
+    if out.is_empty() {
+        out.push_str("job");
+    }
+    out
+}
+
 /// Who registers: an in-process supervisor (`tact-lib`) or `tact run`/`tact attach`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -48,7 +48,7 @@ impl Turn {
             Err(e) => return Err(anyhow::anyhow!("daemon at {}: {e}", path.display())),
         };
         let job = client.hello(Hello {
-            name: name.chars().take(tact_proto::MAX_NAME).collect(),
+            name: tact_proto::job_name(name),
             pid: Some(pid),
             priority,
             kind: Kind::Run,
