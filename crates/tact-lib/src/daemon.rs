@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tact_proto::{Client, Hello, JobId, Kind, Report, ReportState};
+use tact_proto::{Client, ClientError, Hello, JobId, Kind, Report, ReportState};
 
 use crate::coordinator::{Coordinator, CoordinatorError, ReleaseReason, UnitReport};
 
@@ -23,6 +23,8 @@ pub struct DaemonCoordinator {
     /// The priority the daemon knows this process by.
     priority: i32,
     last_attempt: Instant,
+    /// Running alone has been said on stderr: it is said once, until the daemon is back.
+    warned: bool,
 }
 
 impl DaemonCoordinator {
@@ -46,6 +48,7 @@ impl DaemonCoordinator {
             joined: None,
             priority: 0,
             last_attempt: Instant::now(),
+            warned: false,
         };
         c.join(0).then_some(c)
     }
@@ -66,12 +69,36 @@ impl DaemonCoordinator {
             Ok(j) => {
                 self.joined = Some(j);
                 self.priority = priority;
+                if std::mem::take(&mut self.warned) {
+                    eprintln!("tact: rejoined the daemon at {}", self.path.display());
+                }
                 true
             }
             Err(e) => {
-                eprintln!("tact: daemon at {}: {e}", self.path.display());
+                if !self.warned {
+                    eprintln!(
+                        "tact: daemon at {}: {e}; running alone, looking for it every {}s",
+                        self.path.display(),
+                        REJOIN_EVERY.as_secs()
+                    );
+                    self.warned = true;
+                }
                 false
             }
+        }
+    }
+
+    /// The daemon went away or stopped answering: work alone, and say so once.
+    fn lose(&mut self, e: &ClientError) {
+        self.joined = None;
+        self.last_attempt = Instant::now();
+        if !self.warned {
+            eprintln!(
+                "tact: lost the daemon at {} ({e}); running alone, looking for it every {}s",
+                self.path.display(),
+                REJOIN_EVERY.as_secs()
+            );
+            self.warned = true;
         }
     }
 }
@@ -94,9 +121,8 @@ impl Coordinator for DaemonCoordinator {
             }
             client.acquire(*job).map(drop)
         })();
-        if result.is_err() {
-            self.joined = None;
-            self.last_attempt = Instant::now();
+        if let Err(e) = &result {
+            self.lose(e);
         }
         Ok(result?)
     }
@@ -127,9 +153,8 @@ impl Coordinator for DaemonCoordinator {
             suspend_for_ms: suspend_for.as_millis().min(tact_proto::MAX_DAY_MS as u128) as u64,
             idle: None,
         };
-        if client.release(*job, ran, Some(figures)).is_err() {
-            self.joined = None;
-            self.last_attempt = Instant::now();
+        if let Err(e) = client.release(*job, ran, Some(figures)) {
+            self.lose(&e);
         }
     }
 }

@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fake::{Fake, Said};
-use tact_lib::{DaemonCoordinator, Polite, Supervisor};
+use tact_lib::{Coordinator, DaemonCoordinator, Polite, ReleaseReason, Supervisor, UnitReport};
 
 /// A supervisor of 20 ms testpoints (no regulation in the way) that takes turns with the
 /// daemon at `fake`.
@@ -87,4 +87,99 @@ fn a_priority_the_daemon_would_refuse_is_refused_at_once() {
         format!("{:?}", tact_lib::set_priority(-101)),
         "Err(Priority(-101))"
     );
+}
+
+fn report() -> UnitReport {
+    UnitReport {
+        unit: 1,
+        priority: 0,
+        reason: ReleaseReason::Testpoint,
+        calibrating: true,
+        rate: None,
+        target: None,
+        suspended: Duration::ZERO,
+    }
+}
+
+/// The process that `warns_once_while_the_daemon_is_gone_and_once_when_it_is_back` runs: its
+/// daemon goes away for 11.5 s (two rejoin attempts) and comes back.
+fn lose_and_find_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("daemon.sock");
+    let fake = Fake::start_at(&path, usize::MAX);
+    let mut c = DaemonCoordinator::connect(path.clone(), "warns").unwrap();
+    c.acquire(0).unwrap();
+    c.release(Duration::from_millis(1), &report());
+    fake.stop();
+    eprintln!("scenario: the daemon is gone");
+    let gone = Instant::now();
+    while gone.elapsed() < Duration::from_millis(11_500) {
+        if c.acquire(0).is_ok() {
+            panic!("acquired from a daemon that is gone");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("scenario: the daemon is back");
+    let _back = Fake::start_at(&path, usize::MAX);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.acquire(0).is_err() {
+        assert!(Instant::now() < deadline, "never rejoined");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.release(Duration::from_millis(1), &report());
+    for _ in 0..3 {
+        c.acquire(0).unwrap();
+        c.release(Duration::from_millis(1), &report());
+    }
+    eprintln!("scenario: done");
+}
+
+const SCENARIO_ENV: &str = "TACT_LIB_TEST_SCENARIO";
+
+/// Without its daemon, a process says so once (not at every attempt to rejoin, every 5 s, for
+/// the rest of its run), and once when it has rejoined.
+#[test]
+fn warns_once_while_the_daemon_is_gone_and_once_when_it_is_back() {
+    if std::env::var_os(SCENARIO_ENV).is_some() {
+        return lose_and_find_the_daemon();
+    }
+    // The scenario runs in a process of its own, whose stderr is the library's.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "warns_once_while_the_daemon_is_gone_and_once_when_it_is_back",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO_ENV, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = |marker: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(marker))
+            .unwrap_or_else(|| panic!("no {marker:?} in\n{stderr}"))
+    };
+    let (gone, back, done) = (
+        at("scenario: the daemon is gone"),
+        at("scenario: the daemon is back"),
+        at("scenario: done"),
+    );
+    let tact = |from: usize, to: usize| -> Vec<&str> {
+        lines[from..to]
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with("tact:"))
+            .collect()
+    };
+    assert_eq!(tact(0, gone), Vec::<&str>::new(), "{stderr}");
+    let while_gone = tact(gone, back);
+    assert_eq!(while_gone.len(), 1, "{stderr}");
+    assert!(while_gone[0].contains("running alone"), "{stderr}");
+    let after = tact(back, done);
+    assert_eq!(after.len(), 1, "{stderr}");
+    assert!(after[0].contains("rejoined"), "{stderr}");
 }
