@@ -2,29 +2,51 @@
 //! regulated processes that run at once slow each other and read that as contention, so while a
 //! daemon runs, one low-importance process on the machine executes at a time. The process-wide
 //! supervisor installs this when a daemon answers at `$TACT_SOCKET` or the default path at its
-//! start; when the daemon goes away, the process works alone and looks for it again every few
-//! seconds.
+//! start; when the daemon goes away (or stops answering), the process works alone and looks for
+//! it again every few seconds.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tact_proto::{Client, ClientError, Hello, JobId, Kind, Report, ReportState};
+use tact_proto::{Client, ClientError, Hello, JobId, Kind, Report, ReportState, Timeouts};
 
 use crate::coordinator::{Coordinator, CoordinatorError, ReleaseReason, UnitReport};
 
 /// How often a process that lost its daemon tries to register again.
 const REJOIN_EVERY: Duration = Duration::from_secs(5);
 
+/// How many of the daemon's leases a unit waits for the turn before it gives up on the daemon
+/// and runs alone (a stopped or stuck daemon must not hold the program's testpoints for ever).
+/// While others wait, a holder keeps the turn at most a lease, so a few leases cover a turn
+/// or two of other jobs.
+const ACQUIRE_LEASES: u32 = 3;
+
+/// The daemon's lease until it grants one (`tact daemon`'s default).
+const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// A daemon that does not answer within these is lost: the testpoint that asked runs alone.
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(2),
+    reply: Duration::from_secs(3),
+};
+
 pub struct DaemonCoordinator {
     path: PathBuf,
     name: String,
     /// The connection and this process's job on it, while registered.
-    joined: Option<(Client, JobId)>,
+    joined: Option<Joined>,
     /// The priority the daemon knows this process by.
     priority: i32,
     last_attempt: Instant,
+    /// The lease of the daemon's last grant: an acquire waits [`ACQUIRE_LEASES`] of it.
+    lease: Duration,
     /// Running alone has been said on stderr: it is said once, until the daemon is back.
     warned: bool,
+}
+
+struct Joined {
+    client: Client,
+    job: JobId,
 }
 
 impl DaemonCoordinator {
@@ -48,6 +70,7 @@ impl DaemonCoordinator {
             joined: None,
             priority: 0,
             last_attempt: Instant::now(),
+            lease: DEFAULT_LEASE,
             warned: false,
         };
         c.join(0).then_some(c)
@@ -61,13 +84,13 @@ impl DaemonCoordinator {
             priority,
             kind: Kind::Library,
         };
-        let joined = Client::connect(&self.path).and_then(|mut client| {
+        let joined = Client::connect_with(&self.path, TIMEOUTS).and_then(|mut client| {
             let job = client.hello(hello)?;
             Ok((client, job))
         });
         match joined {
-            Ok(j) => {
-                self.joined = Some(j);
+            Ok((client, job)) => {
+                self.joined = Some(Joined { client, job });
                 self.priority = priority;
                 if std::mem::take(&mut self.warned) {
                     eprintln!("tact: rejoined the daemon at {}", self.path.display());
@@ -113,22 +136,30 @@ impl Coordinator for DaemonCoordinator {
         {
             return Err("no tact daemon".into());
         }
-        let (client, job) = self.joined.as_mut().expect("joined above");
+        let limit = self.lease * ACQUIRE_LEASES;
+        let Joined { client, job, .. } = self.joined.as_mut().expect("joined above");
+        let job = *job;
         let result = (|| {
             if priority != self.priority {
-                client.set_priority(*job, priority)?;
+                client.set_priority(job, priority)?;
                 self.priority = priority;
             }
-            client.acquire(*job).map(drop)
+            client.acquire_within(job, limit)
         })();
-        if let Err(e) = &result {
-            self.lose(e);
+        match result {
+            Ok(grant) => {
+                self.lease = Duration::from_millis(grant.lease_ms.max(1));
+                Ok(())
+            }
+            Err(e) => {
+                self.lose(&e);
+                Err(e.into())
+            }
         }
-        Ok(result?)
     }
 
     fn release(&mut self, ran: Duration, report: &UnitReport) {
-        let Some((client, job)) = self.joined.as_mut() else {
+        let Some(Joined { client, job, .. }) = self.joined.as_mut() else {
             return;
         };
         let (state, suspend_for) = match report.reason {

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::fake::{Fake, Said};
@@ -42,6 +43,31 @@ fn refused(seen: &[common::fake::Seen]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// A daemon that stops answering (stopped, stuck) holds a testpoint for a few of its leases at
+/// most: then the program runs alone.
+#[test]
+fn a_daemon_that_never_grants_the_turn_holds_a_testpoint_for_a_few_leases_at_most() {
+    // Grants the first turn (with a 100 ms lease), then never answers an acquire.
+    let fake = Fake::start_granting(1);
+    let sup = coordinated(&fake, "stuck");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut unit = Polite::with_supervisor(&sup);
+        testpoints(&mut unit, Duration::from_secs(1));
+        tx.send(unit.stats().unwrap()).unwrap();
+    });
+    let stats = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a testpoint still waits for the stuck daemon after a minute");
+    assert!(stats.testpoints >= 2, "{stats:?}");
+    let acquires = fake
+        .seen()
+        .iter()
+        .filter(|s| s.said == Said::Op("acquire"))
+        .count();
+    assert!(acquires >= 2, "{:?}", fake.seen());
 }
 
 /// The protocol limits a name to 128 bytes without control characters; the library cuts and
