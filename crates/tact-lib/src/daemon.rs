@@ -38,6 +38,8 @@ pub struct DaemonCoordinator {
     /// The priority the daemon knows this process by.
     priority: i32,
     last_attempt: Instant,
+    /// Register again at the next acquire without waiting for [`REJOIN_EVERY`] (a forked child).
+    rejoin_now: bool,
     /// The lease of the daemon's last grant: an acquire waits [`ACQUIRE_LEASES`] of it.
     lease: Duration,
     /// Running alone has been said on stderr: it is said once, until the daemon is back.
@@ -47,6 +49,9 @@ pub struct DaemonCoordinator {
 struct Joined {
     client: Client,
     job: JobId,
+    /// The process that registered: a child forked after that shares the connection (its
+    /// socket) with its parent and must not use it.
+    pid: u32,
 }
 
 impl DaemonCoordinator {
@@ -70,6 +75,7 @@ impl DaemonCoordinator {
             joined: None,
             priority: 0,
             last_attempt: Instant::now(),
+            rejoin_now: false,
             lease: DEFAULT_LEASE,
             warned: false,
         };
@@ -78,6 +84,7 @@ impl DaemonCoordinator {
 
     fn join(&mut self, priority: i32) -> bool {
         self.last_attempt = Instant::now();
+        self.rejoin_now = false;
         let hello = Hello {
             name: self.name.clone(),
             pid: None,
@@ -90,7 +97,11 @@ impl DaemonCoordinator {
         });
         match joined {
             Ok((client, job)) => {
-                self.joined = Some(Joined { client, job });
+                self.joined = Some(Joined {
+                    client,
+                    job,
+                    pid: std::process::id(),
+                });
                 self.priority = priority;
                 if std::mem::take(&mut self.warned) {
                     eprintln!("tact: rejoined the daemon at {}", self.path.display());
@@ -124,15 +135,31 @@ impl DaemonCoordinator {
             self.warned = true;
         }
     }
+
+    /// In a child forked after registering, the connection is its parent's: dropped without a
+    /// word on it (closing the child's copy of the socket leaves the parent's open), and the
+    /// child registers a job of its own at its next acquire.
+    fn forget_if_forked(&mut self) {
+        if self
+            .joined
+            .as_ref()
+            .is_some_and(|j| j.pid != std::process::id())
+        {
+            self.joined = None;
+            self.rejoin_now = true;
+        }
+    }
 }
 
 impl Coordinator for DaemonCoordinator {
     fn acquire(&mut self, priority: i32) -> Result<(), CoordinatorError> {
+        self.forget_if_forked();
         // The daemon refuses a priority out of its range (and would drop this process's turn
         // with it); `set_priority` refuses them, so this only guards.
         let priority = priority.clamp(tact_proto::PRIORITY_MIN, tact_proto::PRIORITY_MAX);
         if self.joined.is_none()
-            && (self.last_attempt.elapsed() < REJOIN_EVERY || !self.join(priority))
+            && ((!self.rejoin_now && self.last_attempt.elapsed() < REJOIN_EVERY)
+                || !self.join(priority))
         {
             return Err("no tact daemon".into());
         }
@@ -159,6 +186,7 @@ impl Coordinator for DaemonCoordinator {
     }
 
     fn release(&mut self, ran: Duration, report: &UnitReport) {
+        self.forget_if_forked();
         let Some(Joined { client, job, .. }) = self.joined.as_mut() else {
             return;
         };
