@@ -101,3 +101,44 @@ fn a_child_forked_after_a_testpoint_registers_a_job_of_its_own() {
         .count();
     assert_eq!(hellos, 2, "the parent kept its registration: {seen:#?}");
 }
+
+/// In the child, only the forking thread lives on: a unit another thread was waiting in when
+/// the process forked must not be handed the token (it would never take it, and the child's
+/// testpoints would wait for ever).
+#[test]
+fn a_child_forked_while_another_thread_waits_for_the_token_runs_on() {
+    let sup = Supervisor::with_config(common::config(100_000)).unwrap();
+    let mut unit = Polite::with_supervisor(&sup);
+    // This thread takes the token; another thread's unit of higher priority then waits for it.
+    unit.testpoint(0, &[1.0]).unwrap();
+    let mut other = Polite::with_supervisor(&sup);
+    other.set_priority(10).unwrap();
+    let waiter = std::thread::spawn(move || {
+        other.testpoint(0, &[1.0]).unwrap();
+        // Leaves (dropped) once it had its turn.
+    });
+    common::tasks::wait_until("the other unit waits", || sup.units() == 2);
+
+    // SAFETY: the child runs testpoints of this thread's unit and _exits.
+    let child = match unsafe { libc::fork() } {
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            let code = catch_unwind(AssertUnwindSafe(|| {
+                testpoints(&mut unit, Duration::from_millis(500));
+                match unit.stats() {
+                    Some(s) if s.testpoints >= 2 => 0,
+                    _ => 2,
+                }
+            }))
+            .unwrap_or(1);
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        child => child,
+    };
+    assert_eq!(wait_child(child), 0, "the child's testpoints failed");
+    // The parent's threads go on as before: the waiter gets its turn and leaves.
+    testpoints(&mut unit, common::P * 3);
+    waiter.join().unwrap();
+    assert_eq!(sup.units(), 1);
+}

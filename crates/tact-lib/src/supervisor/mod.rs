@@ -152,6 +152,9 @@ impl Supervisor {
             None
         };
         let mut st = self.lock();
+        if st.forget_other_threads(std::thread::current().id(), local.unit) {
+            st.dispatch(clock::now());
+        }
         let Some(id) = local.unit.filter(|id| st.units.contains_key(id)) else {
             return self.register(st, local, index, metrics.len());
         };

@@ -125,6 +125,8 @@ pub(super) struct State {
     pub(super) last_save: Duration,
     /// A coordinator is installed (checked without taking its own lock).
     pub(super) coordinated: bool,
+    /// The process the units live in (a forked child has only the thread that forked).
+    pid: u32,
 }
 
 impl State {
@@ -138,7 +140,36 @@ impl State {
             saved: None,
             last_save: now,
             coordinated: false,
+            pid: std::process::id(),
         }
+    }
+
+    /// In a child forked from the process the units lived in, only the forking thread, `this`,
+    /// goes on: the units other threads ran or waited in are removed (one of them would be
+    /// granted the token and never take it), and a token they held, or that was being handed
+    /// back to the coordinator, is free. `keep`: the unit of the calling testpoint. True if the
+    /// process had forked; the caller dispatches then.
+    pub(super) fn forget_other_threads(&mut self, this: ThreadId, keep: Option<UnitId>) -> bool {
+        let pid = std::process::id();
+        if pid == self.pid {
+            return false;
+        }
+        self.pid = pid;
+        let gone: Vec<UnitId> = self
+            .units
+            .iter()
+            .filter(|(&id, u)| Some(id) != keep && u.thread != Some(this))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            self.remove(id);
+        }
+        match self.token {
+            Token::Held { unit, .. } if !self.units.contains_key(&unit) => self.token = Token::Free,
+            Token::Releasing => self.token = Token::Free,
+            _ => {}
+        }
+        true
     }
 
     /// Adds a unit that wants the token.
