@@ -3,7 +3,8 @@
  * lets tact regulate it on the bytes it copies. Under contention with more important work,
  * tact_testpoint() blocks and the copy pauses; on an idle machine it runs at full speed.
  *
- *   cc -O2 copy.c -I../include ../../../target/debug/libtact.a -lpthread -ldl -lm -o copy
+ *   cc -O2 copy.c -I../include ../../../target/debug/libtact.a \
+ *      -lgcc_s -lutil -lrt -lpthread -lm -ldl -o copy
  *   TACT_TESTPOINT=100ms ./copy big.iso /backup/big.iso
  */
 #include <stdint.h>

@@ -28,6 +28,11 @@
  *                   without looking at the metrics (argument checks still apply)
  *
  * All functions are thread-safe and never abort the program.
+ *
+ * Linking: the static library needs the system libraries Rust's standard library uses,
+ *   cc prog.c -I crates/tact-c/include target/release/libtact.a \
+ *      -lgcc_s -lutil -lrt -lpthread -lm -ldl
+ * the shared one nothing more: cc prog.c -I crates/tact-c/include -L target/release -ltact
  */
 #ifndef TACT_H
 #define TACT_H

@@ -11,7 +11,7 @@
 //! → {"v":1,"op":"acquire","job":7}                      (the reply waits for the turn)
 //! ← {"v":1,"ok":true,"lease_ms":10000}
 //! → {"v":1,"op":"release","job":7,"ran_ms":180,"report":{"state":"running","rate":2.1e6,"target":2.4e6}}
-//! ← {"v":1,"ok":true,"revoked":false}
+//! ← {"v":1,"ok":true,"revoked":false,"waiting":0}
 //! ```
 //!
 //! * [`parse_request`] validates a request line against every limit below, naming the field at
