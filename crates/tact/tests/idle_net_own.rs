@@ -201,3 +201,121 @@ fn the_job_is_still_held_while_another_process_sends_on_the_link() {
     // tact passes on the job's end, and resumed it before (it was running when killed).
     assert_eq!(tact.wait().unwrap().code(), Some(128 + libc::SIGKILL));
 }
+
+/// A TCP sender to the sink that sends 64 KiB every `pause` seconds for `secs`, printing
+/// `connected` first.
+fn paced_sender(secs: f64, pause: f64) -> Vec<String> {
+    let script = format!(
+        "import socket, time\n\
+         s = socket.create_connection(('{SINK}', {SINK_PORT}))\n\
+         print('connected', flush=True)\n\
+         buf = b'x' * 65536; end = time.monotonic() + {secs}\n\
+         while time.monotonic() < end:\n\
+         \x20   s.sendall(buf); time.sleep({pause})\n\
+         s.close()\n"
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
+/// The audit's rig for the job's htb class on a veth: tact (as root, with the cgroup2 hierarchy
+/// mounted in its namespace, so its htb tree at the veth's speed is up and the job's packets are
+/// marked into 1:20) runs a TCP bulk sender, and another process sends on the same link. A qdisc
+/// counts a GSO packet with every segment's headers and the veth with one set: the job's class
+/// reads some 4 % over what the veth sent (902 MB against 867 MB in a second), and credited whole
+/// to the ledger that excess masked all of a 30 MB/s foreground (`held 0 times`, the summary's
+/// `fg_bytes` 0 while its class had sent 57 MB). Here the foreground is a lighter 6 MB/s, masked
+/// by the old count as soon as the job sends 160 MB/s. With the job's share taken as what the
+/// foreground's class did not send, the job is held while the foreground sends.
+#[test]
+fn a_fast_job_counted_by_its_htb_class_is_held_while_another_process_sends() {
+    if let Some(why) = net_kernel_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let link = tcp_link('c');
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("idle.jsonl");
+    let tact = link
+        .near()
+        .args([
+            "sh",
+            "-c",
+            "mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec \"$@\"",
+            "sh",
+        ])
+        .arg(env!("CARGO_BIN_EXE_tact"))
+        .env_remove("TACT_LOG")
+        .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+        .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+        .current_dir(dir.path())
+        .args(["run", "--idle"])
+        .arg(format!("net:{}", link.near_if))
+        .args(["--preempt", "50ms", "--json-log"])
+        .arg(&log)
+        .arg("--")
+        .args(bulk_sender(600.0, None))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut tact = Running(tact);
+    let tact_pid = tact.0.id() as i32;
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
+    });
+    wait_for(Duration::from_secs(30), "the start record", || {
+        log_lines(&log).iter().any(|v| v["kind"] == "start")
+    });
+    let start = log_lines(&log)
+        .into_iter()
+        .find(|v| v["kind"] == "start")
+        .unwrap();
+    assert_eq!(start["gates"][0]["own_traffic"], "htb_class", "{start}");
+    // The job's flow alone first.
+    std::thread::sleep(Duration::from_secs(2));
+    let fg_from = Instant::now();
+    let mut fg = link
+        .near()
+        .args(paced_sender(3.0, 0.01))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    BufReader::new(fg.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "connected", "the foreground could not connect");
+    let (held_samples, samples) = stopped_samples(job, &mut fg, fg_from, Duration::from_secs(120));
+    wait_for(Duration::from_secs(60), "the job to run again", || {
+        !any_stopped(&[job])
+    });
+    kill_tree(job);
+    assert_eq!(tact.0.wait().unwrap().code(), Some(128 + libc::SIGKILL));
+    let lines = log_lines(&log);
+    let summary = lines.iter().find(|v| v["kind"] == "summary").unwrap();
+    eprintln!(
+        "held in {held_samples} of {samples} samples while the foreground sent; summary: {summary}"
+    );
+    assert!(
+        2 * held_samples > samples,
+        "held in {held_samples} of {samples} samples while the foreground sent: {summary}"
+    );
+    assert!(summary["holds"].as_u64().unwrap() >= 1, "{summary}");
+    assert!(
+        summary["gates"][0]["fg_bytes"].as_u64().unwrap() > 1 << 20,
+        "{summary}"
+    );
+}
+
+/// A tact that a failing test leaves running gets SIGTERM and is waited for.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            kill(self.0.id() as i32, nix::sys::signal::Signal::SIGTERM);
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The counters of an interface's tc classes, read over rtnetlink (`RTM_GETTCLASS` dump on the
 //! interface's index): what `tc -s class show dev DEV` prints, without running `tc`. tact's htb
-//! tree puts exactly the packets marked DSCP LE, the job's, in class 1:20
-//! ([`crate::actuate::htb`]), so that class's counters are the job's sent traffic, every protocol.
+//! tree puts exactly the packets marked DSCP LE, the job's, in class 1:20 and everything else in
+//! 1:10 ([`crate::actuate::htb`]), so what 1:10 did not send is the job's, every protocol.
 //!
 //! One read is a dump request and its reply, a few hundred bytes for tact's three classes: 6–12
 //! µs in a release build (54 in a debug one) against the milliseconds of a `tc` run, cheap
@@ -20,7 +20,9 @@
 //! `skb->len`: one header for all its segments. For packets without GSO (UDP, ICMP, a TCP flow on
 //! a device without segmentation offload) class bytes equal `tx_bytes` exactly on a veth too
 //! (`tests/htb_class.rs`); for a TCP bulk flow on a veth the class counts some 66 bytes more per
-//! segment after the first of each GSO packet, about 4 %.
+//! segment after the first of each GSO packet, about 4 %: the idle gate takes the job's share
+//! of the veth's `tx_bytes` as what the foreground's class did not send rather than its own
+//! class's bytes (`tact`'s `jobs/idle_watch.rs`, `class_own_tx`).
 
 use std::ffi::CString;
 use std::io;
@@ -143,6 +145,11 @@ impl TcClasses {
                 at += len;
             }
         }
+    }
+
+    /// The interface it reads.
+    pub fn dev(&self) -> &str {
+        &self.dev
     }
 
     /// The counters of class `classid` (a handle: [`parse_classid`]) now; an error when the

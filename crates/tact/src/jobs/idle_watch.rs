@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use tact_linux::actuate::htb;
 use tact_linux::probe::block_device::BlockDevice;
 use tact_linux::probe::diskstats::{DiskStats, DiskstatsReader};
-use tact_linux::probe::htb_class::{parse_classid, TcClasses};
+use tact_linux::probe::htb_class::{format_classid, parse_classid, TcClasses};
 use tact_linux::probe::netstats::{NetCounters, NetReader};
 use tact_linux::probe::sockets::{Framing, JobSockets, LinkKind};
 use tact_linux::{ProcId, ProcReader, ProgressMeter, ProgressSource};
@@ -465,35 +465,123 @@ impl SocketSource {
 }
 
 /// The job's class in tact's htb tree as the source of what it sends: the packets its cgroup's
-/// sockets send are marked into it, and the class counts each as the interface's `tx_bytes` do
-/// (its frame, link header included: `probe::htb_class`). One read is an rtnetlink dump of the
-/// interface's classes, 6–12 µs.
+/// sockets send are marked into it (1:20), everything else goes to the foreground's (1:10). One
+/// read is an rtnetlink dump of the interface's classes, 6–12 µs.
 struct ClassSource {
     reader: TcClasses,
-    classid: u32,
-    /// The class's bytes at the last read.
-    last: u64,
+    fg_id: String,
+    job_id: String,
+    /// The two classes' bytes at the last read.
+    last: ClassBytes,
+    /// What the job's class sent between the two reads before the last.
+    job_before: u64,
+}
+
+/// The bytes of tact's two classes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ClassBytes {
+    fg: u64,
+    job: u64,
+}
+
+/// What the classes sent since the last read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ClassSent {
+    /// The foreground's class.
+    fg: u64,
+    /// The job's class, this interval and the one before.
+    job: u64,
+    job_before: u64,
 }
 
 impl ClassSource {
     fn new(iface: &str) -> tact_linux::Result<ClassSource> {
-        let classid = parse_classid(htb::BG_CLASS).expect("a valid class id");
-        let mut reader = TcClasses::new(iface)?;
-        let last = reader.class(classid)?.bytes;
-        Ok(ClassSource {
-            reader,
-            classid,
-            last,
+        let mut source = ClassSource {
+            reader: TcClasses::new(iface)?,
+            fg_id: format_classid(parse_classid(htb::FG_CLASS).expect("a valid class id")),
+            job_id: format_classid(parse_classid(htb::BG_CLASS).expect("a valid class id")),
+            last: ClassBytes::default(),
+            job_before: 0,
+        };
+        source.last = source.read()?;
+        Ok(source)
+    }
+
+    fn read(&mut self) -> tact_linux::Result<ClassBytes> {
+        let classes = self.reader.dump()?;
+        let bytes = |id: &str| {
+            classes
+                .iter()
+                .find(|c| c.classid == id)
+                .map(|c| c.bytes)
+                .ok_or_else(|| tact_linux::Error::Unavailable {
+                    what: format!("tc class {id} on {}", self.reader.dev()),
+                    reason: "the interface has no such class (its qdisc was removed?)".into(),
+                })
+        };
+        Ok(ClassBytes {
+            fg: bytes(&self.fg_id)?,
+            job: bytes(&self.job_id)?,
         })
     }
 
-    /// The class's bytes since the last read.
-    fn sent(&mut self) -> tact_linux::Result<u64> {
-        let now = self.reader.class(self.classid)?.bytes;
-        let sent = now.saturating_sub(self.last);
+    /// Counts from now on.
+    fn restart(&mut self) -> tact_linux::Result<()> {
+        self.last = self.read()?;
+        self.job_before = 0;
+        Ok(())
+    }
+
+    /// What the classes sent since the last read.
+    fn sent(&mut self) -> tact_linux::Result<ClassSent> {
+        let now = self.read()?;
+        let job = now.job.saturating_sub(self.last.job);
+        let sent = ClassSent {
+            fg: now.fg.saturating_sub(self.last.fg),
+            job,
+            job_before: self.job_before,
+        };
         self.last = now;
+        self.job_before = job;
         Ok(sent)
     }
+}
+
+/// The job's share of the `tx` bytes the interface sent in a probe, with tact's htb tree on it:
+/// what the foreground's class did not send, and no more than the job's class sent in this
+/// interval and the one before. Not its class's bytes themselves: a qdisc counts a GSO packet
+/// with the headers of every segment it will be cut into, and a veth, which passes it on whole,
+/// counts one set (`probe::htb_class`): a TCP flow's class read some 4 % over the veth's
+/// `tx_bytes` (902 MB against 867 MB in a second), and carried in the ledger that excess, more
+/// than a foreground of 30 MB/s, masked the foreground entirely. Everything tact does not mark
+/// goes to the foreground's class, so the bytes it did not send are the job's, in the
+/// interface's own count, on a NIC (which counts every segment's headers, as the qdisc does) and
+/// a veth alike; what is left over is the foreground's, overcounted by its own GSO headers if
+/// anything. Credited to this probe only, never carried: the qdisc hands a packet to the device
+/// as it counts it, so the interface has counted in this probe whatever of the job's it will
+/// ever count. The cap: a packet outside the tree (a packet socket that bypasses the qdisc) is
+/// not the job's; the class is read a moment after the interface, so the job's last bytes
+/// before a pause can show in its class a probe before the interface counts them, hence the
+/// interval before.
+fn class_own_tx(tx: u64, sent: ClassSent) -> u64 {
+    tx.saturating_sub(sent.fg)
+        .min(sent.job.saturating_add(sent.job_before))
+}
+
+/// A probe's foreground bytes on an interface with tact's htb tree, whose counters went up by
+/// `delta`, the classes' by `sent`: what the job sent comes off the interface's bytes in this
+/// probe ([`class_own_tx`]), and what its sockets say it `received` goes through the ledger.
+fn class_foreground(
+    ledger: &mut OwnLedger,
+    now: Instant,
+    delta: &NetCounters,
+    sent: ClassSent,
+    received: u64,
+) -> u64 {
+    let off = class_own_tx(delta.tx_bytes, sent);
+    ledger
+        .foreground(now, received, delta.bytes().saturating_sub(off))
+        .foreground
 }
 
 /// Foreground traffic on one interface (rx + tx: ACK-clocked TCP shows as receive traffic).
@@ -613,7 +701,7 @@ impl NetWatch {
                 if own == OwnTraffic::HtbClass {
                     // The class's bytes start from here, as a namespace's do; a class that
                     // cannot be read any more is no source.
-                    if let Some(Err(e)) = self.class.as_mut().map(ClassSource::sent) {
+                    if let Some(Err(e)) = self.class.as_mut().map(ClassSource::restart) {
                         tracing::warn!("net:{}: the job's htb class is no source: {e}", self.iface);
                         self.class = None;
                         return self.recheck();
@@ -639,6 +727,7 @@ impl NetWatch {
         let delta = counters.since(&self.last);
         let device = delta.bytes();
         self.last = counters;
+        let mut class_sent = None;
         let own = match self.own {
             OwnTraffic::Namespace(pid) => match self.reader.job_counters(pid) {
                 Ok(c) => {
@@ -656,9 +745,9 @@ impl NetWatch {
                 }
             },
             OwnTraffic::HtbClass | OwnTraffic::TcpSockets => {
-                let sent = match (&mut self.class, self.own) {
-                    (Some(c), OwnTraffic::HtbClass) => match c.sent() {
-                        Ok(sent) => sent,
+                if let (Some(c), OwnTraffic::HtbClass) = (&mut self.class, self.own) {
+                    match c.sent() {
+                        Ok(sent) => class_sent = Some(sent),
                         // The tree went (someone removed it): the sockets alone from the next
                         // probe on, both ways.
                         Err(e) => {
@@ -669,26 +758,29 @@ impl NetWatch {
                                 self.iface,
                                 now.describe(&self.iface)
                             );
-                            0
                         }
-                    },
-                    _ => 0,
-                };
+                    }
+                }
+                let sent = class_sent.map_or(0, |c| class_own_tx(delta.tx_bytes, c));
                 match &mut self.sockets {
                     Ok(s) => {
                         let pending = self.ledger.pending(now);
-                        sent + s.own(now, members, &delta, |own| {
+                        s.own(now, members, &delta, |own| {
                             device.saturating_sub(own.saturating_add(sent).saturating_add(pending))
                         })?
                     }
-                    Err(_) => sent,
+                    Err(_) => 0,
                 }
             }
             OwnTraffic::Unknown => 0,
         };
+        let foreground = match class_sent {
+            Some(sent) => class_foreground(&mut self.ledger, now, &delta, sent, own),
+            None => self.ledger.foreground(now, own, device).foreground,
+        };
         Ok(Probe {
             device,
-            foreground: self.ledger.foreground(now, own, device).foreground,
+            foreground,
             // Never exact: a link carries stray frames (ARP, neighbour discovery, a DNS query)
             // that are not a foreground flow, and θ keeps them from holding the job.
             exact: false,
@@ -978,6 +1070,104 @@ mod tests {
         assert_eq!(seg.own_bytes(&own(0, 0), 40, 3000), 3 * 66);
         // A link that does not cut packets counts as many as the job's namespace.
         assert_eq!(seg.own_bytes(&own(16450, 1), 1, 16450), 16450);
+    }
+
+    /// A veth with tact's htb tree, probed every millisecond: the interface's counters read at
+    /// each millisecond, the classes' 50 µs later. The job's TCP flow sends `job` bytes a
+    /// millisecond (as the veth counts them: one header per GSO packet) while `job_on(ms)`, the
+    /// foreground's `fg` while `fg_on(ms)`; the classes count 4 % more of each (every segment's
+    /// headers), and the job's ACKs come back at 1.5 % of its rate, which its sockets count as
+    /// received. The foreground bytes of each probe, as `NetWatch::probe` makes them.
+    fn veth_with_tree(
+        ms: u64,
+        job: u64,
+        job_on: impl Fn(f64) -> bool,
+        fg: u64,
+        fg_on: impl Fn(f64) -> bool,
+    ) -> Vec<u64> {
+        // Bytes sent by time `t` (ms) at `rate` a millisecond while `on`, in steps of 10 µs.
+        let upto = |t: f64, rate: u64, on: &dyn Fn(f64) -> bool| -> u64 {
+            let steps = (t * 100.0).round() as u64;
+            (0..steps).filter(|&i| on(i as f64 / 100.0)).count() as u64 * rate / 100
+        };
+        let gso = |b: u64| b * 104 / 100;
+        let t0 = Instant::now();
+        let mut ledger = OwnLedger::new(NET_CARRY_WINDOW);
+        let mut class = ClassBytes::default();
+        let mut job_before = 0;
+        let mut last = NetCounters::default();
+        let mut out = Vec::new();
+        for k in 1..=ms {
+            let (t, tc) = (k as f64, k as f64 + 0.05);
+            let counters = NetCounters {
+                tx_bytes: upto(t, job, &job_on) + upto(t, fg, &fg_on),
+                rx_bytes: upto(t, job * 15 / 1000, &job_on),
+                ..NetCounters::default()
+            };
+            let delta = counters.since(&last);
+            last = counters;
+            let now_class = ClassBytes {
+                fg: gso(upto(tc, fg, &fg_on)),
+                job: gso(upto(tc, job, &job_on)),
+            };
+            let sent = ClassSent {
+                fg: now_class.fg - class.fg,
+                job: now_class.job - class.job,
+                job_before,
+            };
+            (class, job_before) = (now_class, sent.job);
+            let received = delta.rx_bytes;
+            let now = t0 + Duration::from_millis(k);
+            out.push(class_foreground(&mut ledger, now, &delta, sent, received));
+        }
+        out
+    }
+
+    #[test]
+    fn the_jobs_class_does_not_mask_the_foreground_on_a_veth() {
+        let fg_active = |fg: &u64| *fg >= THETA_BYTES;
+        // The audit's rig: the job at 867 MB/s, the foreground at 30 MB/s from 100 ms to 300 ms.
+        let during = |t: f64| (100.0..300.0).contains(&t);
+        let probes = veth_with_tree(400, 867_000, |_| true, 30_000, during);
+        // Alone, the job is never foreground.
+        assert!(
+            !probes[..99].iter().any(fg_active) && !probes[301..].iter().any(fg_active),
+            "{probes:?}"
+        );
+        // The foreground is seen in every probe while it sends (the class's 4 % over the
+        // veth's count, carried in the ledger, hid all of it).
+        assert!(probes[101..299].iter().all(fg_active), "{probes:?}");
+        let seen: u64 = probes[100..300].iter().sum();
+        assert!(seen >= 200 * 30_000, "{seen}");
+        assert!(seen <= 200 * 31_300, "{seen}");
+        // A job that pauses, its last bytes in its class a probe before the interface counts
+        // them, and that starts again: never foreground.
+        let bursts = |t: f64| t % 20.0 < 10.0;
+        let probes = veth_with_tree(200, 867_000, bursts, 30_000, |_| false);
+        assert!(!probes.iter().any(fg_active), "{probes:?}");
+    }
+
+    #[test]
+    fn the_jobs_share_of_what_the_tree_sent() {
+        let sent = |fg, job, job_before| ClassSent {
+            fg,
+            job,
+            job_before,
+        };
+        // A veth: the classes count every GSO segment's headers, the interface one set.
+        assert_eq!(
+            class_own_tx(897_000, sent(31_200, 901_680, 901_680)),
+            865_800
+        );
+        // No foreground: the interface's bytes are the job's.
+        assert_eq!(class_own_tx(867_000, sent(0, 901_680, 901_680)), 867_000);
+        // The job's last bytes were in its class a probe before.
+        assert_eq!(class_own_tx(43_000, sent(0, 0, 901_680)), 43_000);
+        // Bytes outside the tree are not the job's.
+        assert_eq!(class_own_tx(50_000, sent(0, 0, 0)), 0);
+        assert_eq!(class_own_tx(50_000, sent(0, 1000, 500)), 1500);
+        // The foreground's class read a moment later than the interface.
+        assert_eq!(class_own_tx(10_000, sent(12_000, 0, 0)), 0);
     }
 
     #[test]
