@@ -1143,3 +1143,128 @@ fn a_job_that_cannot_join_its_idle_cgroup_is_not_started() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// An ext2 file system on a loop device over a file the test creates, mounted in the test's
+/// directory: a disk no one else uses. Unmounted and detached on drop.
+struct LoopDisk {
+    dev: String,
+    mnt: PathBuf,
+}
+
+impl LoopDisk {
+    /// None, saying why, when the test cannot make one (not root, no losetup or mkfs.ext2).
+    fn new(dir: &Path) -> Option<LoopDisk> {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: a loop device needs root");
+            return None;
+        }
+        let image = dir.join("disk.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(256 << 20)
+            .unwrap();
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&image)
+            .output();
+        let dev = match out {
+            Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_string(),
+            other => {
+                eprintln!("skipped: no loop device: {other:?}");
+                return None;
+            }
+        };
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let disk = LoopDisk { dev, mnt };
+        for cmd in [
+            vec!["mkfs.ext2", "-q", disk.dev.as_str()],
+            vec!["mount", disk.dev.as_str(), disk.mnt.to_str().unwrap()],
+        ] {
+            let out = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
+            assert!(out.status.success(), "{cmd:?}: {out:?}");
+        }
+        Some(disk)
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        Command::new("umount").arg(&self.mnt).output().ok();
+        Command::new("losetup")
+            .args(["-d", &self.dev])
+            .output()
+            .ok();
+    }
+}
+
+/// A job that writes 30 MiB to a file on the gated disk and deletes it before writeback: the
+/// kernel cancels those pages (`/proc/PID/io`: write_bytes 31461376, cancelled_write_bytes
+/// 31457280 in the audit's run), so they never reach the disk. Counted as the job's, they sat
+/// in the 35 s writeback ledger and hid the foreground's I/O (the first hold came 2.8 s late in
+/// the audit's run); here a foreground of 64 KiB every 50 ms (30 MiB would take it 23 s) is
+/// seen at once.
+#[test]
+fn written_bytes_the_job_deleted_before_writeback_do_not_hide_the_foreground() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = LoopDisk::new(dir.path()) else {
+        return;
+    };
+    let marker = dir.path().join("deleted");
+    let junk = disk.mnt.join("junk");
+    let job = vec![
+        "python3".to_string(),
+        "-c".into(),
+        format!(
+            "import os, time\n\
+             with open({junk:?}, 'wb') as f:\n\
+             \x20   for _ in range(30): f.write(b'x' * (1 << 20))\n\
+             os.remove({junk:?})\n\
+             open({marker:?}, 'w').close()\n\
+             time.sleep(600)\n",
+            junk = junk.display().to_string(),
+            marker = marker.display().to_string()
+        ),
+    ];
+    let disk_arg = format!("disk:{}", disk.mnt.display());
+    let (tact, log) = start_tact(
+        dir.path(),
+        &["--idle", &disk_arg, "--preempt", "20ms"],
+        &job,
+    );
+    let tact_pid = tact.id() as i32;
+    let job = wait_for_some(Duration::from_secs(30), "the job to start", || {
+        job_of(tact_pid)
+    });
+    wait_for(
+        Duration::from_secs(60),
+        "the job to write and delete",
+        || marker.exists(),
+    );
+    let io = ProcReader::new().io(job).unwrap();
+    assert!(
+        io.cancelled_write_bytes >= 30 << 20,
+        "the kernel cancelled the job's writes: {io:?}"
+    );
+    // The job was not held by its own writes, which never reached the disk.
+    assert!(!stopped(job));
+    let fg_file = disk.mnt.join("fg.dat");
+    let mut fg = spawn(&direct_writer(&fg_file, 20.0, 0.05));
+    wait_for(Duration::from_secs(60), "the foreground to start", || {
+        fg_file.exists()
+    });
+    let took = wait_for(Duration::from_secs(60), "a hold", || stopped(job));
+    let _ = fg.kill();
+    let _ = fg.wait();
+    eprintln!(
+        "held {took:?} after the foreground began: {:?}",
+        transitions(&log)
+    );
+    // Measured: at once. The old count held it only once the foreground had written the
+    // deleted 30 MiB over, 23 s in.
+    assert!(
+        took < Duration::from_secs(8),
+        "held {took:?} after the foreground began"
+    );
+    finish(tact, job);
+}

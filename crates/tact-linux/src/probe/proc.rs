@@ -104,6 +104,10 @@ pub struct IoCounters {
     pub write_bytes: u64,
     pub syscr: u64,
     pub syscw: u64,
+    /// Written bytes the kernel dropped before writeback (the pages of a file truncated or
+    /// deleted while dirty), charged to the task that truncated it: `write_bytes` counted them
+    /// when they were dirtied, and they never reach the device.
+    pub cancelled_write_bytes: u64,
 }
 
 /// Reads process information from a procfs mounted at `root`.
@@ -189,7 +193,8 @@ impl ProcReader {
                 "write_bytes" => io.write_bytes = value,
                 "syscr" => io.syscr = value,
                 "syscw" => io.syscw = value,
-                _ => {} // cancelled_write_bytes and future fields
+                "cancelled_write_bytes" => io.cancelled_write_bytes = value,
+                _ => {} // future fields
             }
         }
         Ok(io)
@@ -629,7 +634,8 @@ mod tests {
                 syscr: 3,
                 syscw: 4,
                 read_bytes: 5,
-                write_bytes: 6
+                write_bytes: 6,
+                cancelled_write_bytes: 7,
             }
         );
         f.write("6/io", "rchar: 1\nwchar: lots\n");

@@ -20,8 +20,13 @@ pub enum ProgressSource {
     IoRead,
     /// `io-write`: wchar.
     IoWrite,
-    /// `io-storage`: read_bytes + write_bytes (device traffic only).
+    /// `io-storage`: read_bytes + write_bytes (device traffic only; written bytes count when
+    /// they are dirtied, also those the kernel later drops unwritten: the job did the work).
     IoStorage,
+    /// cancelled_write_bytes: written bytes the kernel dropped before they reached the device (a
+    /// file deleted or truncated while its pages were dirty). Not a progress metric (`--progress`
+    /// does not take it): `tact run --idle disk` takes them back from the job's device bytes.
+    IoCancelled,
     /// `cpu`: nanoseconds on CPU (schedstat field 1). Only for CPU-bound jobs doing constant work
     /// per CPU-second: CPU time rises under cache contention.
     Cpu,
@@ -54,6 +59,7 @@ impl fmt::Display for ProgressSource {
             ProgressSource::IoRead => f.write_str("io-read"),
             ProgressSource::IoWrite => f.write_str("io-write"),
             ProgressSource::IoStorage => f.write_str("io-storage"),
+            ProgressSource::IoCancelled => f.write_str("io-cancelled"),
             ProgressSource::Cpu => f.write_str("cpu"),
             ProgressSource::File(path) => write!(f, "file:{}", path.display()),
         }
@@ -218,6 +224,7 @@ impl ProgressMeter {
                     | ProgressSource::IoRead
                     | ProgressSource::IoWrite
                     | ProgressSource::IoStorage
+                    | ProgressSource::IoCancelled
             )
         });
         let needs_cpu = self.sources.contains(&ProgressSource::Cpu);
@@ -253,6 +260,7 @@ impl ProgressMeter {
                 ProgressSource::IoRead => io.rchar,
                 ProgressSource::IoWrite => io.wchar,
                 ProgressSource::IoStorage => io.read_bytes + io.write_bytes,
+                ProgressSource::IoCancelled => io.cancelled_write_bytes,
                 ProgressSource::Cpu => cpu,
                 ProgressSource::File(_) => 0,
             })

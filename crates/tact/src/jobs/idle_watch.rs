@@ -238,6 +238,23 @@ impl OwnLedger {
         }
     }
 
+    /// Takes back `bytes` of the job's that will never reach the device (written pages the
+    /// kernel dropped before writeback), newest first: the pages still dirty are the recent
+    /// ones, and older entries expire sooner.
+    pub fn cancel(&mut self, mut bytes: u64) {
+        while bytes > 0 {
+            let Some(back) = self.pending.back_mut() else {
+                break;
+            };
+            let take = back.1.min(bytes);
+            back.1 -= take;
+            bytes -= take;
+            if back.1 == 0 {
+                self.pending.pop_back();
+            }
+        }
+    }
+
     /// The job's bytes still unmatched at `now`.
     pub fn pending(&mut self, now: Instant) -> u64 {
         self.expire(now);
@@ -280,7 +297,8 @@ pub struct DiskWatch {
     disks: Vec<String>,
     last: Vec<DiskStats>,
     own: ProgressMeter,
-    last_own: f64,
+    /// The job's `read_bytes + write_bytes` and `cancelled_write_bytes` at the last probe.
+    last_own: (f64, f64),
     ledger: OwnLedger,
 }
 
@@ -295,8 +313,11 @@ impl DiskWatch {
             device.disks.clone()
         };
         let last = read_disks(&reader, &disks)?;
-        let mut own = ProgressMeter::new(ProcReader::new(), vec![ProgressSource::IoStorage]);
-        let last_own = own.sample(members)?[0];
+        let mut own = ProgressMeter::new(
+            ProcReader::new(),
+            vec![ProgressSource::IoStorage, ProgressSource::IoCancelled],
+        );
+        let last_own = own_bytes(&own.sample(members)?);
         Ok(DiskWatch {
             reader,
             disks,
@@ -322,16 +343,37 @@ impl DiskWatch {
             .map(|(s, l)| s.since(l).bytes())
             .sum();
         self.last = stats;
-        let own_total = self.own.sample(members)?[0];
-        let own = (own_total - self.last_own).max(0.0) as u64;
+        let own_total = own_bytes(&self.own.sample(members)?);
+        let own = (own_total.0 - self.last_own.0).max(0.0) as u64;
+        let cancelled = (own_total.1 - self.last_own.1).max(0.0) as u64;
         self.last_own = own_total;
-        let residual = self.ledger.foreground(now, own, device);
+        let residual = disk_residual(&mut self.ledger, now, own, cancelled, device);
         Ok(Probe {
             device,
             foreground: residual.foreground,
             exact: !residual.own_outstanding,
         })
     }
+}
+
+/// A disk meter's sample as (read + written, cancelled) bytes.
+fn own_bytes(sample: &[f64]) -> (f64, f64) {
+    (sample[0], sample[1])
+}
+
+/// One probe of a disk: the job's `own` bytes (read and written, `/proc/PID/io`) charged, those
+/// it wrote that the kernel `cancelled` before writeback (a file deleted or truncated while
+/// dirty) taken back, what they cancel of this probe's first, and the device's bytes matched.
+/// Left in the ledger, a deleted file's pages masked as much foreground for its 35 s window.
+fn disk_residual(
+    ledger: &mut OwnLedger,
+    now: Instant,
+    own: u64,
+    cancelled: u64,
+    device: u64,
+) -> Residual {
+    ledger.cancel(cancelled.saturating_sub(own));
+    ledger.foreground(now, own.saturating_sub(cancelled), device)
 }
 
 fn read_disks(reader: &DiskstatsReader, disks: &[String]) -> Result<Vec<DiskStats>> {
@@ -901,6 +943,41 @@ mod tests {
             foreground: r.foreground,
             exact: !r.own_outstanding,
         }
+    }
+
+    #[test]
+    fn written_bytes_the_kernel_cancelled_do_not_mask_the_foreground() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis(1);
+        let mut l = OwnLedger::new(WRITEBACK_WINDOW);
+        // The audit's job: 30 MiB written to the page cache, then the file deleted before
+        // writeback (`/proc/PID/io`: write_bytes 31461376, cancelled_write_bytes 31457280).
+        let p = disk_residual(&mut l, t0, 31_461_376, 0, 0);
+        assert_eq!(p.foreground, 0);
+        let p = disk_residual(&mut l, t0 + 200 * ms, 0, 31_457_280, 0);
+        assert_eq!(p.foreground, 0);
+        assert_eq!(l.pending(t0 + 200 * ms), 4096);
+        // A foreground write of 64 KiB a second later is seen (it was masked for 35 s).
+        let p = disk_residual(&mut l, t0 + 1000 * ms, 0, 0, 65536);
+        assert_eq!(p.foreground, 61440);
+        let p = disk_residual(&mut l, t0 + 1001 * ms, 0, 0, 65536);
+        assert_eq!((p.foreground, p.own_outstanding), (65536, false));
+        // Written and deleted within one probe: nothing charged.
+        let p = disk_residual(&mut l, t0 + 1002 * ms, 1 << 20, 1 << 20, 4096);
+        assert_eq!((p.foreground, p.own_outstanding), (4096, false));
+        // Partly written back before the delete: only what is still pending is taken back,
+        // and a cancel beyond the ledger (a file dirtied before the job) takes nothing more.
+        disk_residual(&mut l, t0 + 1003 * ms, 8 << 20, 0, 0);
+        disk_residual(&mut l, t0 + 1004 * ms, 0, 0, 3 << 20);
+        disk_residual(&mut l, t0 + 1005 * ms, 0, 9 << 20, 0);
+        assert_eq!(l.pending(t0 + 1005 * ms), 0);
+        // The newest bytes go first: the older stay to match what is being written back.
+        disk_residual(&mut l, t0 + 1006 * ms, 4096, 0, 0);
+        disk_residual(&mut l, t0 + 1007 * ms, 8192, 0, 0);
+        disk_residual(&mut l, t0 + 1008 * ms, 0, 8192, 0);
+        assert_eq!(l.pending(t0 + 1008 * ms), 4096);
+        let late = t0 + 1006 * ms + WRITEBACK_WINDOW + ms;
+        assert_eq!(l.pending(late), 0);
     }
 
     #[test]
