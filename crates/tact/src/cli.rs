@@ -5,6 +5,23 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+/// A command line that clap accepts but tact refuses before it starts anything (options that do
+/// not go together): tact exits with 2 for it, as for clap's own errors, not with 125, which
+/// says tact itself failed.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The exit status of a command line tact refuses: clap's.
+pub const USAGE_FAILED: u8 = 2;
+
 const ABOUT: &str = "Let background work use what important work leaves idle.";
 
 const LONG_ABOUT: &str = "\

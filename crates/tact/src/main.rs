@@ -49,7 +49,11 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("tact: {}", chain_text(&e));
-            ExitCode::from(TACT_FAILED as u8)
+            if e.chain().any(|c| c.is::<cli::UsageError>()) {
+                ExitCode::from(cli::USAGE_FAILED)
+            } else {
+                ExitCode::from(TACT_FAILED as u8)
+            }
         }
     }
 }

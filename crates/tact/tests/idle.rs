@@ -1268,3 +1268,66 @@ fn written_bytes_the_job_deleted_before_writeback_do_not_hide_the_foreground() {
     );
     finish(tact, job);
 }
+
+/// Options that do not go together exit 2, as clap's own refusals do (README: "2 when tact's
+/// own command line is wrong ... the command never started"), not 125 (tact failed), with one
+/// line that says what is wrong; the command never runs.
+#[test]
+fn options_that_do_not_go_together_exit_2_and_the_command_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let touch = ["touch".to_string(), ran.display().to_string()];
+    for (args, needle) in [
+        (
+            &["--idle", "cpu", "--preempt", "5ms"][..],
+            "--preempt applies to disk and net only",
+        ),
+        (&["--idle", "cpu,cpu"][..], "--idle names cpu twice"),
+        (
+            &["--idle", "disk:/", "--net-rate", "5mbit"][..],
+            "apply to --idle net only",
+        ),
+        (
+            &["--idle", "disk:/", "--net-leave-tbf"][..],
+            "apply to --idle net only",
+        ),
+        (
+            &["--idle", "disk:/", "--cgroup-parent", "/tmp"][..],
+            "--cgroup-parent applies to --idle cpu",
+        ),
+        (&["--idle", "disk:/,disk:/"][..], "twice"),
+    ] {
+        let out = tact()
+            .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+            .arg("run")
+            .args(args)
+            .arg("--")
+            .args(&touch)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!ran.exists(), "{args:?}: the command ran");
+    }
+    // `tact attach` refuses the idle group, and leaves the process alone.
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let out = tact()
+        .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+        .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+        .args(["attach", "--idle", "cpu", "--cgroup-parent", "/tmp", &pid])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("tact attach leaves the process in its own cgroup"),
+        "{err}"
+    );
+    assert_eq!(nix_policy(sleeper.id() as i32), libc::SCHED_OTHER);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}

@@ -17,7 +17,7 @@ use super::idle_cgroup::IdleCgroup;
 use super::idle_log::NetKernel;
 use super::idle_net::{shaper_for, Marking, NetOptions, Shaper};
 use super::idle_watch::default_route_interface;
-use crate::cli::{IdleArgs, PoliteArgs};
+use crate::cli::{IdleArgs, PoliteArgs, UsageError};
 use crate::trace::JsonLines;
 
 /// A resource named after `--idle`.
@@ -137,6 +137,11 @@ pub struct IdleSettings {
     pub restore: bool,
 }
 
+/// Options that do not go together: tact exits with 2, the command never started.
+fn usage(msg: String) -> anyhow::Error {
+    UsageError(msg).into()
+}
+
 impl IdleSettings {
     /// `cwd`: the job's working directory, whose disk `--idle disk` means.
     pub fn from_args(
@@ -152,7 +157,7 @@ impl IdleSettings {
             let g = match r {
                 Resource::Cpu => {
                     if cpu {
-                        bail!("--idle names cpu twice");
+                        return Err(usage("--idle names cpu twice".into()));
                     }
                     cpu = true;
                     continue;
@@ -170,24 +175,29 @@ impl IdleSettings {
                 }
             };
             if gated.iter().any(|o| o.label() == g.label()) {
-                bail!("--idle names {} twice", g.label());
+                return Err(usage(format!("--idle names {} twice", g.label())));
             }
             gated.push(g);
         }
         if let Some(dir) = &args.cgroup_parent {
             if !cpu {
-                bail!("--cgroup-parent applies to --idle cpu: it places the job's idle group");
+                return Err(usage(
+                    "--cgroup-parent applies to --idle cpu: it places the job's idle group".into(),
+                ));
             }
             if restore {
-                bail!(
+                return Err(usage(format!(
                     "--cgroup-parent {}: tact attach leaves the process in its own cgroup (moving \
                      it would take it out of its service's limits); the idle group is tact run's",
                     dir.display()
-                );
+                )));
             }
         }
         if gated.is_empty() && args.preempt.is_some() {
-            bail!("--preempt applies to disk and net only: the CPU needs no preemption interval");
+            return Err(usage(
+                "--preempt applies to disk and net only: the CPU needs no preemption interval"
+                    .into(),
+            ));
         }
         let net = NetOptions {
             rate_bits: args.net_rate,
@@ -202,7 +212,10 @@ impl IdleSettings {
             })
             .collect();
         if links.is_empty() && (net.rate_bits.is_some() || net.replace_qdisc || net.leave_tbf) {
-            bail!("--net-rate, --net-replace-qdisc and --net-leave-tbf apply to --idle net only");
+            return Err(usage(
+                "--net-rate, --net-replace-qdisc and --net-leave-tbf apply to --idle net only"
+                    .into(),
+            ));
         }
         let runtime = crate::paths::runtime_dir()?;
         let shapers = links
