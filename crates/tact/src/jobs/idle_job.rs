@@ -382,16 +382,20 @@ impl IdleSummary {
         for (label, pi) in &self.pis {
             parts.push(format!("{label}: PI {}", fmt_ms(*pi)));
         }
+        // Both durations rounded the same way, so that the time held never reads longer than
+        // the run (a whole-second run and a rounded hold printed `ran 0% of 3s; held 1 times for
+        // 4.0s`).
+        let held = self.held.min(self.elapsed);
         let ran = if self.elapsed.is_zero() {
             100.0
         } else {
-            100.0 * (1.0 - self.held.as_secs_f64() / self.elapsed.as_secs_f64())
+            100.0 * (1.0 - held.as_secs_f64() / self.elapsed.as_secs_f64())
         };
         format!(
             "tact: job ran {ran:.0}% of {}; held {} times for {} in all ({})",
-            humantime::format_duration(Duration::from_secs(self.elapsed.as_secs())),
+            fmt_ms(self.elapsed),
             self.holds,
-            fmt_ms(self.held),
+            fmt_ms(held),
             parts.join(", ")
         )
     }
@@ -1115,7 +1119,67 @@ fn exited(pidfd: BorrowedFd) -> Result<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::{truncate, IdleSummary};
+    use std::time::Duration;
+
+    /// Seconds in a duration as `fmt_ms` writes it: `105ms`, `4.0s`, `1m`, `1m2s`.
+    fn secs(t: &str) -> f64 {
+        if let Some(ms) = t.strip_suffix("ms") {
+            return ms.parse::<f64>().unwrap() / 1000.0;
+        }
+        let (m, s) = t.split_once('m').unwrap_or(("0", t));
+        let s = s.strip_suffix('s').unwrap_or(s);
+        m.parse::<f64>().unwrap() * 60.0
+            + if s.is_empty() {
+                0.0
+            } else {
+                s.parse().unwrap()
+            }
+    }
+
+    #[test]
+    fn the_summary_never_shows_more_time_held_than_the_job_ran() {
+        // The audit's run: held from its first probe to its end, 3.96 s.
+        let s = IdleSummary {
+            elapsed: Duration::from_millis(3960),
+            held: Duration::from_millis(3958),
+            holds: 1,
+            pis: vec![("disk:vda".into(), Duration::from_millis(40))],
+            cpu: None,
+        };
+        assert_eq!(
+            s.line(),
+            "tact: job ran 0% of 4.0s; held 1 times for 4.0s in all (disk:vda: PI 40ms)"
+        );
+        let s = IdleSummary {
+            elapsed: Duration::from_millis(2040),
+            held: Duration::from_millis(105),
+            holds: 3,
+            ..IdleSummary::default()
+        };
+        assert_eq!(
+            s.line(),
+            "tact: job ran 95% of 2.0s; held 3 times for 105ms in all ()"
+        );
+        // Rounded alike, whatever the two durations.
+        for (run, held) in [(2999, 2951), (59_990, 59_960), (61_500, 61_499), (999, 996)] {
+            let s = IdleSummary {
+                elapsed: Duration::from_millis(run),
+                held: Duration::from_millis(held),
+                ..IdleSummary::default()
+            };
+            let line = s.line();
+            let (of, rest) = line.split_once(" of ").unwrap().1.split_once(';').unwrap();
+            let for_ = rest
+                .split(" for ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            assert!(secs(for_) <= secs(of), "{line}");
+        }
+    }
 
     #[test]
     fn a_why_is_cut_at_a_character_boundary() {
