@@ -1313,8 +1313,8 @@ fn options_that_do_not_go_together_exit_2_and_the_command_never_runs() {
         assert!(!ran.exists(), "{args:?}: the command ran");
     }
     // `tact attach` refuses the idle group, and leaves the process alone.
-    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-    let pid = sleeper.id().to_string();
+    let sleeper = Sleeper(Command::new("sleep").arg("60").spawn().unwrap());
+    let pid = sleeper.0.id().to_string();
     let out = tact()
         .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
         .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
@@ -1327,7 +1327,89 @@ fn options_that_do_not_go_together_exit_2_and_the_command_never_runs() {
         err.contains("tact attach leaves the process in its own cgroup"),
         "{err}"
     );
-    assert_eq!(nix_policy(sleeper.id() as i32), libc::SCHED_OTHER);
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    assert_eq!(nix_policy(sleeper.0.id() as i32), libc::SCHED_OTHER);
+}
+
+/// Messages that say what is true: a directory under /dev is a path like any other (`/dev/shm`
+/// is a tmpfs, which has no disk: not "not a block special file"); a device given with a
+/// trailing `/` is said to be no directory once (it read "Not a directory (os error 20): Not a
+/// directory (os error 20)"); and `tact attach` on a process someone else stopped leaves it
+/// stopped and says so on SIGTERM (it said "process N is running").
+#[test]
+fn idle_messages_say_what_is_true() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        tact()
+            .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+            .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+            .arg("run")
+            .args(args)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        let out = run(&["--idle", "disk:/dev/shm"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            !err.contains("block special") && err.contains("no block device"),
+            "{err}"
+        );
+    }
+    let disk = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| format!("/dev/{}", e.file_name().to_string_lossy()))
+        .find(|d| Path::new(d).exists());
+    if let Some(disk) = disk {
+        let out = run(&["--idle", &format!("disk:{disk}/")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert_eq!(
+            err.to_lowercase().matches("not a directory").count(),
+            1,
+            "{err}"
+        );
+    }
+    // A process the user stopped, attached with --idle cpu, then tact gets SIGTERM.
+    let sleeper = Sleeper(Command::new("sleep").arg("60").spawn().unwrap());
+    let pid = sleeper.0.id() as i32;
+    kill(pid, Signal::SIGSTOP);
+    wait_for(Duration::from_secs(10), "the process to stop", || {
+        stopped(pid)
+    });
+    let mut attach = tact()
+        .env("TACT_RUNTIME_DIR", dir.path().join("runtime"))
+        .env("TACT_SOCKET", dir.path().join("no-daemon.sock"))
+        .args(["attach", "--idle", "cpu", &pid.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(30), "SCHED_IDLE on the process", || {
+        nix_policy(pid) == libc::SCHED_IDLE
+    });
+    kill(attach.id() as i32, Signal::SIGTERM);
+    let status = attach.wait().unwrap();
+    let err = stderr_of(&mut attach);
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{err}");
+    assert!(stopped(pid), "tact continued a stop it did not make");
+    assert!(
+        err.contains(&format!("process {pid} is stopped")) && !err.contains("is running"),
+        "{err}"
+    );
+    drop(sleeper);
+}
+
+/// A process the test started, continued and killed on drop (a failed assertion must not leave
+/// it stopped, holding the harness's pipes).
+struct Sleeper(Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        kill(self.0.id() as i32, Signal::SIGCONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -96,7 +96,11 @@ impl BlockResolver {
             if !name.contains('/') && self.class_dir(name).exists() {
                 return self.by_name(name);
             }
-            return self.by_special_file(spec);
+            // A directory or file under /dev (`/dev/shm`, a tmpfs) is a path like any other:
+            // its mount says which device, or why none.
+            if !fs::metadata(spec).is_ok_and(|m| m.is_dir() || m.is_file()) {
+                return self.by_special_file(spec);
+            }
         }
         if !spec.starts_with('/') {
             return Err(self.unknown(spec, "a path must be absolute"));
@@ -204,6 +208,11 @@ impl BlockResolver {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(self.unknown(spec, "no such file"))
+            }
+            // `/dev/vda/`: the device is no directory (said once, not as an io error whose
+            // source repeats it).
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+                return Err(self.unknown(spec, "a component is not a directory"))
             }
             Err(e) => return Err(Error::io(spec, e)),
         };

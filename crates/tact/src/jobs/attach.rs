@@ -21,8 +21,15 @@ pub fn attach(args: &AttachArgs, verbose: bool) -> Result<i32> {
     let code = match ended? {
         Ended::Exited => 0,
         Ended::Interrupted(sig) => {
+            // tact resumed what it stopped; a stop of someone else's (the user's SIGSTOP) it
+            // leaves in place, and says so rather than "running".
+            let now = match tact_linux::ProcReader::new().stat(args.pid) {
+                Ok(s) if s.is_stopped() => "is stopped (tact did not stop it, and leaves it so)",
+                Ok(s) if !s.is_dead() => "is running",
+                _ => "has exited",
+            };
             eprintln!(
-                "tact: stopped regulating on {}; process {} is running",
+                "tact: stopped regulating on {}; process {} {now}",
                 sig.signal, args.pid
             );
             128 + sig.signal as i32
