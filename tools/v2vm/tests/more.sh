@@ -35,6 +35,25 @@ if [ -z "$D" ]; then fail tickets-delegated "no dir"; cat /tmp/t2.err; else
   [ $pa -ge 200 ] && [ $pa -le 300 ] && pass tickets-cpu-split "A:B = $pa:$((1000-pa)) permille, weights $(cat $D/job0/cpu.weight):$(cat $D/job1/cpu.weight)" || fail tickets-cpu-split "A:B = $pa:$((1000-pa))"
 fi
 wait $T; cat /tmp/t2.err /tmp/t2.out
+
+echo "### 4c. interrupted, with children forked inside (tact in deleg/leaf, --cgroup-parent deleg)"
+# deleg enables cpu for its children, so it may hold no process: a process of unknown origin
+# (forked inside a job's cgroup) must go back elsewhere, or teardown fails and leaves the job there.
+for mode in idle share; do
+  if [ $mode = idle ]; then
+    tact run --idle cpu --cgroup-parent $CG/deleg -- sh -c 'sleep 30 & sleep 31; true' > /tmp/i4.out 2> /tmp/i4.err & T=$!
+  else
+    tact share --backend cgroup --cgroup-parent $CG/deleg --job "1=sleep 30; true" --job "3=sleep 31; true" > /tmp/i4.out 2> /tmp/i4.err & T=$!
+  fi
+  sleep 4; find $CG/deleg -name cgroup.procs -path '*tact-*' -exec sh -c 'echo "  $1: $(tr "\n" " " < $1)"' _ {} \;
+  kill -TERM $T; wait $T; rc=$?; cat /tmp/i4.err
+  left=$(ls -d $CG/deleg/tact-* 2>/dev/null); inbase=$(cat $CG/deleg/cgroup.procs)
+  sleep 1; alive=$(pids_matching '^sleep 3[01]' | tr '\n' ' ')
+  [ $rc -eq 143 ] && [ -z "$left" ] && [ -z "$inbase" ] && [ -z "$alive" ] \
+    && pass interrupted-$mode "exit 143, nothing left in deleg" \
+    || fail interrupted-$mode "exit $rc, left: $left, in deleg: $inbase, sleeps alive: $alive"
+  for p in $alive; do kill $p; done
+done
 echo $$ > $CG/cgroup.procs
 
 echo "### 5. tact in a populated non-root cgroup (like a systemd session scope), no --cgroup-parent"
