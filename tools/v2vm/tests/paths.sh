@@ -77,7 +77,10 @@ taskset -c 1 tact tickets run --backend cgroup --json-log /tmp/tk.jsonl /tmp/t.t
 sleep 3
 D=$(ls -d $CG/tact-tickets-* 2>/dev/null | head -1)
 if [ -z "$D" ]; then fail tickets-cgroup-$1 "no tact-tickets-*"; cat /tmp/tk.err; else
-  find $D -type d; show $D/memory.max $D/cgroup.subtree_control
+  find $D -type d; show $D/memory.max $D/memory.min $D/memory.low $D/cgroup.subtree_control
+  # A child's protection counts only up to its parent's: the top carries the sum of the jobs'.
+  tmin=$(cat $D/memory.min) jmin=$(( $(cat $D/job0/memory.min) + $(cat $D/job1/memory.min) ))
+  [ "$tmin" = "$jmin" ] && pass tickets-memory.min-top-$1 "top $tmin = sum of the jobs' $jmin" || fail tickets-memory.min-top-$1 "top $tmin, jobs' sum $jmin"
   for j in job0 job1; do show $D/$j/cpu.weight $D/$j/memory.min $D/$j/memory.low $D/$j/io.weight $D/$j/io.bfq.weight $D/$j/memory.current $D/$j/cgroup.procs; done
   wa=$(cat $D/job0/cpu.weight) wb=$(cat $D/job1/cpu.weight)
   [ -n "$wa" ] && [ $((wb)) -ge $((9*wa-wa/10)) ] && [ $((wb)) -le $((9*wa+wa/10)) ] && pass tickets-cpu.weight-$1 "A=$wa B=$wb (R 100:900)" || fail tickets-cpu.weight-$1 "A=$wa B=$wb (want 1:9)"
