@@ -973,36 +973,42 @@ fn idle_cpu_job_is_in_its_idle_cgroup_from_its_first_instruction() {
 /// hierarchy's root makes it idle against everything there, not only tact's neighbours; on
 /// cgroup v2 a tact in a session's scope has no group otherwise), and it is gone at the end. A
 /// DIR that is not a cgroup of the cpu hierarchy stops the run with the reason and nothing made
-/// in it; so does the option without `--idle cpu`.
+/// in it (125); the option without `--idle cpu` is a usage error (2).
 #[test]
 fn idle_cpu_makes_its_group_under_a_cgroup_parent() {
-    let refused = |args: &[&str]| {
+    let refused = |code: i32, args: &[&str]| {
         let out = tact().args(args).stdin(Stdio::null()).output().unwrap();
-        assert_eq!(out.status.code(), Some(125), "{out:?}");
+        assert_eq!(out.status.code(), Some(code), "{out:?}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let plain = tempfile::tempdir().unwrap();
     let plain_dir = plain.path().to_str().unwrap();
-    let err = refused(&[
-        "run",
-        "--idle",
-        "cpu",
-        "--cgroup-parent",
-        plain_dir,
-        "--",
-        "true",
-    ]);
+    let err = refused(
+        125,
+        &[
+            "run",
+            "--idle",
+            "cpu",
+            "--cgroup-parent",
+            plain_dir,
+            "--",
+            "true",
+        ],
+    );
     assert!(err.contains("no idle group there"), "{err}");
     assert_eq!(std::fs::read_dir(plain.path()).unwrap().count(), 0);
-    let err = refused(&[
-        "run",
-        "--idle",
-        "net:lo",
-        "--cgroup-parent",
-        plain_dir,
-        "--",
-        "true",
-    ]);
+    let err = refused(
+        2,
+        &[
+            "run",
+            "--idle",
+            "net:lo",
+            "--cgroup-parent",
+            plain_dir,
+            "--",
+            "true",
+        ],
+    );
     assert!(err.contains("applies to --idle cpu"), "{err}");
 
     if !nix::unistd::geteuid().is_root() {
