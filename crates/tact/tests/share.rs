@@ -758,42 +758,79 @@ fn adopted_pids_are_shared_and_left_running() {
     b.wait().unwrap();
 }
 
+/// Where the cgroup backend's tests run tact: `cpu`, a test cgroup at the cpu hierarchy's root
+/// for `--cgroup-parent` (on cgroup v1 and v2 alike it holds no process, so that on v2 tact may
+/// enable the cpu controller there wherever the test itself runs), and on v1 with cpuacct
+/// mounted apart `acct`, a test cgroup that `enter` (a shell prefix) puts tact in, since tact
+/// counts usage in a mirror under its own cpuacct cgroup. `None`, said why, where it cannot.
+struct CgroupRig {
+    hier: tact_linux::actuate::cgroup_cpu::CpuHierarchy,
+    cpu: TestCgroup,
+    acct: Option<TestCgroup>,
+    enter: String,
+}
+
+impl CgroupRig {
+    fn new(name: &str) -> Option<CgroupRig> {
+        use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: the cgroup backend needs root");
+            return None;
+        }
+        let Ok(hier) = CpuHierarchy::detect() else {
+            eprintln!("skipped: no cpu cgroup hierarchy");
+            return None;
+        };
+        let cpu = TestCgroup::create(&hier.cpu.dir, name);
+        if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let acct = hier
+            .cpuacct
+            .as_ref()
+            .filter(|a| a.dir != hier.cpu.dir)
+            .map(|a| TestCgroup::create(&a.dir, name));
+        let enter = acct
+            .as_ref()
+            .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
+            .unwrap_or_default();
+        Some(CgroupRig {
+            hier,
+            cpu,
+            acct,
+            enter,
+        })
+    }
+
+    /// Nothing left in the test's cgroups.
+    fn assert_clean(&self, err: &str) {
+        for cg in std::iter::once(&self.cpu).chain(&self.acct) {
+            assert!(
+                cg.leftovers().is_empty(),
+                "left behind: {:?}\n{err}",
+                cg.leftovers()
+            );
+        }
+    }
+}
+
 /// Interrupted, the cgroup backend passes the signal on and removes its cgroups, also when the
 /// jobs have children: tact's pass over the trees every second once took a child forked inside
 /// a job's cgroup for one that came from there, so teardown put it back, could not remove the
 /// directory, and failed (125) before the signal went on, leaving the commands running in it.
 #[test]
 fn the_cgroup_backend_interrupted_passes_the_signal_on_and_removes_its_cgroups() {
-    use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: the cgroup backend needs root");
-        return;
-    }
-    let Ok(hier) = CpuHierarchy::detect() else {
-        eprintln!("skipped: no cpu cgroup hierarchy");
+    let Some(rig) = CgroupRig::new("share-int") else {
         return;
     };
-    let cpu = TestCgroup::create(&hier.cpu.dir, "share-int");
-    if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let acct = hier
-        .cpuacct
-        .as_ref()
-        .filter(|a| a.dir != hier.cpu.dir)
-        .map(|a| TestCgroup::create(&a.dir, "share-int"));
-    let enter = acct
-        .as_ref()
-        .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
-        .unwrap_or_default();
     let runtime = tempfile::tempdir().unwrap();
     let mut c = std::process::Command::new("sh");
     c.arg("-c")
-        .arg(format!("{enter}exec \"$0\" \"$@\""))
+        .arg(format!("{}exec \"$0\" \"$@\"", rig.enter))
         .arg(env!("CARGO_BIN_EXE_tact"))
         .args(["share", "--backend", "cgroup", "--cgroup-parent"])
-        .arg(&cpu.0)
+        .arg(&rig.cpu.0)
         .args(["--job", "1=sleep 600; true", "--job", "3=sleep 601; true"])
         .env("TACT_RUNTIME_DIR", runtime.path());
     let mut e = Endless::spawn(c, runtime);
@@ -825,75 +862,29 @@ fn the_cgroup_backend_interrupted_passes_the_signal_on_and_removes_its_cgroups()
             .iter()
             .all(|id| !r.stat(id.pid).is_ok_and(|s| s.id() == *id && !s.is_dead()))
     });
-    assert!(
-        cpu.leftovers().is_empty(),
-        "left behind: {:?}\n{err}",
-        cpu.leftovers()
-    );
-    if let Some(acct) = &acct {
-        assert!(
-            acct.leftovers().is_empty(),
-            "left behind: {:?}",
-            acct.leftovers()
-        );
-    }
+    rig.assert_clean(&err);
 }
 
-/// On cgroup v1 and v2 alike: the test's cgroup, a child of the hierarchy's root, holds no
-/// process, so that on v2 tact may enable the cpu controller there (`--cgroup-parent`) wherever
-/// the test itself runs.
 #[test]
 fn the_cgroup_backend_weighs_one_cpu_and_removes_its_cgroups() {
-    use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: the cgroup backend needs root");
-        return;
-    }
-    let Ok(hier) = CpuHierarchy::detect() else {
-        eprintln!("skipped: no cpu cgroup hierarchy");
+    let Some(rig) = CgroupRig::new("share") else {
         return;
     };
-    let cpu = TestCgroup::create(&hier.cpu.dir, "share");
-    if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
-    let acct = hier
-        .cpuacct
-        .as_ref()
-        .filter(|a| a.dir != hier.cpu.dir)
-        .map(|a| TestCgroup::create(&a.dir, "share"));
     let runtime = tempfile::tempdir().unwrap();
-    let enter = acct
-        .as_ref()
-        .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
-        .unwrap_or_default();
     let (a, b) = (format!("1={}", spinner(4)), format!("3={}", spinner(4)));
     let mut c = std::process::Command::new("taskset");
     c.args(["-c", "1", "sh", "-c"])
-        .arg(format!("{enter}exec \"$0\" \"$@\""))
+        .arg(format!("{}exec \"$0\" \"$@\"", rig.enter))
         .arg(env!("CARGO_BIN_EXE_tact"))
         .args(["share", "--backend", "cgroup", "--cgroup-parent"])
-        .arg(&cpu.0)
+        .arg(&rig.cpu.0)
         .args(["--job", &a, "--job", &b])
         .env("TACT_RUNTIME_DIR", runtime.path());
     let (out, err) = run(c);
     assert_eq!(out.status.code(), Some(1), "{err}"); // timeout's 124
-    let backend = format!("backend cgroup ({})", hier.version.weight_file());
+    let backend = format!("backend cgroup ({})", rig.hier.version.weight_file());
     assert!(err.contains(&backend), "{err}");
     let got = achieved(&err);
     assert!(got[1] > got[0] * 1.8, "{got:?}\n{err}");
-    assert!(
-        cpu.leftovers().is_empty(),
-        "left behind: {:?}",
-        cpu.leftovers()
-    );
-    if let Some(acct) = &acct {
-        assert!(
-            acct.leftovers().is_empty(),
-            "left behind: {:?}",
-            acct.leftovers()
-        );
-    }
+    rig.assert_clean(&err);
 }
