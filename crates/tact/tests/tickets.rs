@@ -466,6 +466,24 @@ fn a_job_waking_up_takes_its_part_of_its_currency_back() {
     assert_all_ended(&ran.intervals);
 }
 
+/// *expected* is `R/ΣR` over the jobs competing, averaged over the time some job competed: a
+/// job alone that spins for a second and then sleeps expected all of the CPU whenever it
+/// wanted some (the sleep counted, it read about a quarter).
+#[test]
+fn expected_counts_only_the_time_some_job_competed() {
+    let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let runtime = tempfile::tempdir().unwrap();
+    let setup = "[[job]]\nname = \"J\"\n\
+                 command = \"timeout 1 sh -c 'while :; do :; done'; sleep 3\"\n\
+                 funding = [{ from = \"base\", cpu = 100 }]\n";
+    let (c, log) = signals_on_one_cpu(setup, &[], runtime.path());
+    let (out, _, stderr) = run(c);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ran = Ran::read(out, stderr, &log);
+    let expected = ran.summary["jobs"][0]["expected"]["cpu"].as_f64().unwrap();
+    assert!(expected > 0.99, "{expected}\n{}", ran.stderr);
+}
+
 #[test]
 fn the_signals_backend_divides_one_cpu_by_tickets_unprivileged() {
     let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
