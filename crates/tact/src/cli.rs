@@ -339,12 +339,14 @@ pub struct ShareArgs {
     #[arg(long = "pid", value_name = "SHARES=PID", allow_hyphen_values = true)]
     pub pids: Vec<String>,
     /// Every process of USER (a name or a numeric uid) as one principal with this many shares,
-    /// rescanned every second (signals backend only). Repeat for several.
+    /// rescanned every second, or every quantum when that is longer (signals backend only).
+    /// Repeat for several.
     #[arg(long = "user", value_name = "SHARES=USER", allow_hyphen_values = true)]
     pub users: Vec<String>,
     /// Timer period: how often tact looks at the jobs' CPU time. A cycle is the sum of the
     /// shares times this much CPU time; shorter is more even, at more overhead; 100us to 60s
-    /// [default: 20ms].
+    /// [default: 20ms]. tact looks for new children and notices that the jobs have ended at
+    /// the quanta, so a quantum over a second makes both wait up to a quantum.
     #[arg(long, value_name = "DUR", value_parser = quantum)]
     pub quantum: Option<Duration>,
     /// Basic ALPS: read every running job every quantum (the default, optimized ALPS, skips
