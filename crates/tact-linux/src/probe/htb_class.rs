@@ -155,10 +155,18 @@ impl TcClasses {
     /// The counters of class `classid` (a handle: [`parse_classid`]) now; an error when the
     /// interface has no such class (its tree was removed).
     pub fn class(&mut self, classid: u32) -> Result<ClassStats> {
+        let classes = self.dump()?;
+        self.find(&classes, classid)
+    }
+
+    /// Class `classid` (a handle) in `classes`, a [`TcClasses::dump`] of this interface (one
+    /// dump serves several classes); an error when it is not there (its tree was removed).
+    pub fn find(&self, classes: &[ClassStats], classid: u32) -> Result<ClassStats> {
         let id = format_classid(classid);
-        self.dump()?
-            .into_iter()
+        classes
+            .iter()
             .find(|c| c.classid == id)
+            .cloned()
             .ok_or_else(|| Error::Unavailable {
                 what: format!("tc class {id} on {}", self.dev),
                 reason: "the interface has no such class (its qdisc was removed?)".into(),

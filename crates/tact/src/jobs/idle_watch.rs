@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use tact_linux::actuate::htb;
 use tact_linux::probe::block_device::BlockDevice;
 use tact_linux::probe::diskstats::{DiskStats, DiskstatsReader};
-use tact_linux::probe::htb_class::{format_classid, parse_classid, TcClasses};
+use tact_linux::probe::htb_class::{parse_classid, TcClasses};
 use tact_linux::probe::netstats::{NetCounters, NetReader};
 use tact_linux::probe::sockets::{Framing, JobSockets, LinkKind};
 use tact_linux::{ProcId, ProcReader, ProgressMeter, ProgressSource};
@@ -511,8 +511,9 @@ impl SocketSource {
 /// read is an rtnetlink dump of the interface's classes, 6–12 µs.
 struct ClassSource {
     reader: TcClasses,
-    fg_id: String,
-    job_id: String,
+    /// The two classes' handles.
+    fg_id: u32,
+    job_id: u32,
     /// The two classes' bytes at the last read.
     last: ClassBytes,
     /// What the job's class sent between the two reads before the last.
@@ -540,8 +541,8 @@ impl ClassSource {
     fn new(iface: &str) -> tact_linux::Result<ClassSource> {
         let mut source = ClassSource {
             reader: TcClasses::new(iface)?,
-            fg_id: format_classid(parse_classid(htb::FG_CLASS).expect("a valid class id")),
-            job_id: format_classid(parse_classid(htb::BG_CLASS).expect("a valid class id")),
+            fg_id: parse_classid(htb::FG_CLASS).expect("a valid class id"),
+            job_id: parse_classid(htb::BG_CLASS).expect("a valid class id"),
             last: ClassBytes::default(),
             job_before: 0,
         };
@@ -551,19 +552,9 @@ impl ClassSource {
 
     fn read(&mut self) -> tact_linux::Result<ClassBytes> {
         let classes = self.reader.dump()?;
-        let bytes = |id: &str| {
-            classes
-                .iter()
-                .find(|c| c.classid == id)
-                .map(|c| c.bytes)
-                .ok_or_else(|| tact_linux::Error::Unavailable {
-                    what: format!("tc class {id} on {}", self.reader.dev()),
-                    reason: "the interface has no such class (its qdisc was removed?)".into(),
-                })
-        };
         Ok(ClassBytes {
-            fg: bytes(&self.fg_id)?,
-            job: bytes(&self.job_id)?,
+            fg: self.reader.find(&classes, self.fg_id)?.bytes,
+            job: self.reader.find(&classes, self.job_id)?.bytes,
         })
     }
 
