@@ -109,14 +109,7 @@ impl DaemonCoordinator {
                 true
             }
             Err(e) => {
-                if !self.warned {
-                    eprintln!(
-                        "tact: daemon at {}: {e}; running alone, looking for it every {}s",
-                        self.path.display(),
-                        REJOIN_EVERY.as_secs()
-                    );
-                    self.warned = true;
-                }
+                self.warn_alone(format!("daemon at {}: {e}", self.path.display()));
                 false
             }
         }
@@ -126,13 +119,16 @@ impl DaemonCoordinator {
     fn lose(&mut self, e: &ClientError) {
         self.joined = None;
         self.last_attempt = Instant::now();
-        if !self.warned {
+        self.warn_alone(format!("lost the daemon at {} ({e})", self.path.display()));
+    }
+
+    /// Says on stderr, once until the daemon is back, why the process runs alone.
+    fn warn_alone(&mut self, why: String) {
+        if !std::mem::replace(&mut self.warned, true) {
             eprintln!(
-                "tact: lost the daemon at {} ({e}); running alone, looking for it every {}s",
-                self.path.display(),
+                "tact: {why}; running alone, looking for it every {}s",
                 REJOIN_EVERY.as_secs()
             );
-            self.warned = true;
         }
     }
 
