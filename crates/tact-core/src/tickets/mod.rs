@@ -33,7 +33,7 @@ pub mod value;
 pub use error::TicketsError;
 pub use exchange::Exchange;
 pub use explain::{Explanation, FundingPath, Hop};
-pub use model::{Currency, HardTotal, Model, DEFAULT_HARD_TOTAL, SELF_TICKET};
+pub use model::{Currency, HardTotal, Model, DEFAULT_HARD_TOTAL, PARENS_RESERVED, SELF_TICKET};
 pub use system::{Done, TicketSystem};
 pub use types::{
     Broker, Caller, CurrencyId, CurrencyKind, ExchangeId, Kind, Mode, OfferId, PerResource, Perm,

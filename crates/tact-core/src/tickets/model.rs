@@ -29,6 +29,11 @@ pub const SELF_TICKET: i64 = 1000;
 /// `H(C,r)` fixed by a currency's first hard ticket for `r` when no total was set (§2.5).
 pub const DEFAULT_HARD_TOTAL: i64 = 1000;
 
+/// Why no currency or job name may hold `(` or `)`: the model names its hidden currencies
+/// `soft_tix(NAME)` (§2.5), and a name of that shape would be taken for one.
+pub const PARENS_RESERVED: &str =
+    "names may not contain '(' or ')' (kept for the hidden soft_tix(NAME) currencies)";
+
 /// `H(C,r)` and the hard ticket with which `C` funds `soft_tix(C)` for `r` (§2.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HardTotal {

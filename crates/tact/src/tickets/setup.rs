@@ -584,7 +584,7 @@ fn syntax_error(file: &str, text: &str, e: &toml::de::Error) -> SetupError {
 /// `(` and `)` belong to the model's hidden `soft_tix(NAME)` currencies.
 fn name_rule_broken(name: &str) -> Option<&'static str> {
     if name.contains(['(', ')']) {
-        Some("names may not contain '(' or ')' (kept for the hidden soft_tix(NAME) currencies)")
+        Some(tact_core::tickets::PARENS_RESERVED)
     } else if name.contains(|c: char| c.is_control() || c.is_whitespace()) {
         Some("names may not contain whitespace or control characters")
     } else {

@@ -311,7 +311,7 @@ impl TicketSystem {
         } else if name.contains(':') || name.contains(char::is_whitespace) {
             Some("names may not contain ':' (kept for user:UID and pid:PID) or whitespace")
         } else if name.contains(['(', ')']) {
-            Some("names may not contain '(' or ')' (kept for the hidden soft_tix(NAME) currencies)")
+            Some(crate::tickets::PARENS_RESERVED)
         } else if name.contains(char::is_control) {
             Some("names may not contain control characters")
         } else if self.names.contains_key(name) {
