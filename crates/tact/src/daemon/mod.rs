@@ -49,7 +49,7 @@ const CONNECTION_STACK: usize = 512 * 1024;
 
 /// The exit status for a `--tickets-setup` file that is wrong, or a `--cgroup-parent` that is not
 /// a cgroup of the cpu hierarchy (as for a bad command line).
-const BAD_SETUP: i32 = 2;
+const BAD_SETUP: i32 = crate::cli::USAGE_FAILED as i32;
 
 pub fn run(args: &DaemonArgs) -> Result<i32> {
     let root = nix::unistd::geteuid().is_root();

@@ -20,8 +20,8 @@ use crate::cli::TicketsCommand;
 
 /// Exit status of a request the daemon refused (or when no daemon runs).
 const REFUSED: i32 = 1;
-/// Exit status of malformed input, ours or as the daemon judged it.
-const MALFORMED: i32 = 2;
+/// Exit status of malformed input, ours or as the daemon judged it (as for a bad command line).
+const MALFORMED: i32 = crate::cli::USAGE_FAILED as i32;
 
 /// Runs a daemon subcommand; `None` for the offline ones (check, explain of a setup, run).
 pub fn run(command: &TicketsCommand, page_size: u64) -> Option<Result<i32>> {

@@ -30,7 +30,7 @@ use crate::cli::{TicketsArgs, TicketsCommand};
 use setup::{Machine, Setup};
 
 /// The exit status for a setup file or job name that is wrong (as for a bad command line).
-pub(crate) const BAD_SETUP: i32 = 2;
+pub(crate) const BAD_SETUP: i32 = crate::cli::USAGE_FAILED as i32;
 
 pub fn run(args: &TicketsArgs) -> Result<i32> {
     let machine = this_machine()?;
