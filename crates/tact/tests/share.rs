@@ -758,63 +758,6 @@ fn adopted_pids_are_shared_and_left_running() {
     b.wait().unwrap();
 }
 
-/// Where the cgroup backend's tests run tact: `cpu`, a test cgroup at the cpu hierarchy's root
-/// for `--cgroup-parent` (on cgroup v1 and v2 alike it holds no process, so that on v2 tact may
-/// enable the cpu controller there wherever the test itself runs), and on v1 with cpuacct
-/// mounted apart `acct`, a test cgroup that `enter` (a shell prefix) puts tact in, since tact
-/// counts usage in a mirror under its own cpuacct cgroup. `None`, said why, where it cannot.
-struct CgroupRig {
-    hier: tact_linux::actuate::cgroup_cpu::CpuHierarchy,
-    cpu: TestCgroup,
-    acct: Option<TestCgroup>,
-    enter: String,
-}
-
-impl CgroupRig {
-    fn new(name: &str) -> Option<CgroupRig> {
-        use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: the cgroup backend needs root");
-            return None;
-        }
-        let Ok(hier) = CpuHierarchy::detect() else {
-            eprintln!("skipped: no cpu cgroup hierarchy");
-            return None;
-        };
-        let cpu = TestCgroup::create(&hier.cpu.dir, name);
-        if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
-            eprintln!("skipped: {why}");
-            return None;
-        }
-        let acct = hier
-            .cpuacct
-            .as_ref()
-            .filter(|a| a.dir != hier.cpu.dir)
-            .map(|a| TestCgroup::create(&a.dir, name));
-        let enter = acct
-            .as_ref()
-            .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
-            .unwrap_or_default();
-        Some(CgroupRig {
-            hier,
-            cpu,
-            acct,
-            enter,
-        })
-    }
-
-    /// Nothing left in the test's cgroups.
-    fn assert_clean(&self, err: &str) {
-        for cg in std::iter::once(&self.cpu).chain(&self.acct) {
-            assert!(
-                cg.leftovers().is_empty(),
-                "left behind: {:?}\n{err}",
-                cg.leftovers()
-            );
-        }
-    }
-}
-
 /// Interrupted, the cgroup backend passes the signal on and removes its cgroups, also when the
 /// jobs have children: tact's pass over the trees every second once took a child forked inside
 /// a job's cgroup for one that came from there, so teardown put it back, could not remove the
@@ -825,11 +768,8 @@ fn the_cgroup_backend_interrupted_passes_the_signal_on_and_removes_its_cgroups()
         return;
     };
     let runtime = tempfile::tempdir().unwrap();
-    let mut c = std::process::Command::new("sh");
-    c.arg("-c")
-        .arg(format!("{}exec \"$0\" \"$@\"", rig.enter))
-        .arg(env!("CARGO_BIN_EXE_tact"))
-        .args(["share", "--backend", "cgroup", "--cgroup-parent"])
+    let mut c = rig.tact_on_cpu1();
+    c.args(["share", "--backend", "cgroup", "--cgroup-parent"])
         .arg(&rig.cpu.0)
         .args(["--job", "1=sleep 600; true", "--job", "3=sleep 601; true"])
         .env("TACT_RUNTIME_DIR", runtime.path());
@@ -872,11 +812,8 @@ fn the_cgroup_backend_weighs_one_cpu_and_removes_its_cgroups() {
     };
     let runtime = tempfile::tempdir().unwrap();
     let (a, b) = (format!("1={}", spinner(4)), format!("3={}", spinner(4)));
-    let mut c = std::process::Command::new("taskset");
-    c.args(["-c", "1", "sh", "-c"])
-        .arg(format!("{}exec \"$0\" \"$@\"", rig.enter))
-        .arg(env!("CARGO_BIN_EXE_tact"))
-        .args(["share", "--backend", "cgroup", "--cgroup-parent"])
+    let mut c = rig.tact_on_cpu1();
+    c.args(["share", "--backend", "cgroup", "--cgroup-parent"])
         .arg(&rig.cpu.0)
         .args(["--job", &a, "--job", &b])
         .env("TACT_RUNTIME_DIR", runtime.path());

@@ -208,51 +208,22 @@ struct Ran {
 /// (`--cgroup-parent`) wherever the test itself runs. `None` (with the reason printed) when this
 /// machine cannot: not root, or no writable cpu hierarchy.
 fn run_on_one_cpu(name: &str, setup: &str, secs: u32) -> Option<Ran> {
-    use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: the cgroup backend needs root");
-        return None;
-    }
-    let Ok(hier) = CpuHierarchy::detect() else {
-        eprintln!("skipped: no cpu cgroup hierarchy");
-        return None;
-    };
     let _turn = ONE_CPU.lock().unwrap_or_else(|e| e.into_inner());
-    let cpu = TestCgroup::create(&hier.cpu.dir, &format!("tickets-{name}"));
-    if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
-        eprintln!("skipped: {why}");
-        return None;
-    }
-    // tact counts usage in a mirror under its own cpuacct cgroup: start it inside a test one.
-    let acct = hier
-        .cpuacct
-        .as_ref()
-        .filter(|a| a.dir != hier.cpu.dir)
-        .map(|a| TestCgroup::create(&a.dir, &format!("tickets-{name}")));
+    let rig = CgroupRig::new(&format!("tickets-{name}"))?;
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "setup.toml", setup);
     let log = dir.path().join("log.jsonl");
-    let enter = acct
-        .as_ref()
-        .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
-        .unwrap_or_default();
-    let mut c = Command::new("taskset");
-    c.args(["-c", "1", "sh", "-c"])
-        .arg(format!("{enter}exec \"$0\" \"$@\""))
-        .arg(env!("CARGO_BIN_EXE_tact"))
-        .args(["tickets", "run"])
+    let mut c = rig.tact_on_cpu1();
+    c.args(["tickets", "run"])
         .arg(&path)
         .args(["--backend", "cgroup", "--duration", &format!("{secs}s")])
         .arg("--cgroup-parent")
-        .arg(&cpu.0)
+        .arg(&rig.cpu.0)
         .arg("--json-log")
         .arg(&log)
         .env("TACT_RUNTIME_DIR", dir.path());
     let (out, _, stderr) = run(c);
-    assert!(cpu.leftovers().is_empty(), "left: {:?}", cpu.leftovers());
-    if let Some(acct) = &acct {
-        assert!(acct.leftovers().is_empty(), "left: {:?}", acct.leftovers());
-    }
+    rig.assert_clean(&stderr);
     Some(Ran::read(out, stderr, &log))
 }
 

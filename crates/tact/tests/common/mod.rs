@@ -250,6 +250,74 @@ pub fn longest_suspension(log: &Path) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Where the cgroup backend's tests run tact: `cpu`, a test cgroup at the cpu hierarchy's root
+/// for `--cgroup-parent` (on cgroup v1 and v2 alike it holds no process, so that on v2 tact may
+/// enable the cpu controller there wherever the test itself runs), and on v1 with cpuacct
+/// mounted apart `acct`, a test cgroup that `enter` (a shell prefix) puts tact in, since tact
+/// counts usage in a mirror under its own cpuacct cgroup. `None`, said why, where it cannot.
+pub struct CgroupRig {
+    pub hier: tact_linux::actuate::cgroup_cpu::CpuHierarchy,
+    pub cpu: TestCgroup,
+    pub acct: Option<TestCgroup>,
+    /// A shell prefix that puts the shell in `acct`.
+    pub enter: String,
+}
+
+impl CgroupRig {
+    pub fn new(name: &str) -> Option<CgroupRig> {
+        use tact_linux::actuate::cgroup_cpu::{self, CpuHierarchy};
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: the cgroup backend needs root");
+            return None;
+        }
+        let Ok(hier) = CpuHierarchy::detect() else {
+            eprintln!("skipped: no cpu cgroup hierarchy");
+            return None;
+        };
+        let cpu = TestCgroup::create(&hier.cpu.dir, name);
+        if let Err(why) = cgroup_cpu::can_use(Some(&cpu.0), "tact-test-probe") {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let acct = hier
+            .cpuacct
+            .as_ref()
+            .filter(|a| a.dir != hier.cpu.dir)
+            .map(|a| TestCgroup::create(&a.dir, name));
+        let enter = acct
+            .as_ref()
+            .map(|a| format!("echo $$ > {}/cgroup.procs; ", a.0.display()))
+            .unwrap_or_default();
+        Some(CgroupRig {
+            hier,
+            cpu,
+            acct,
+            enter,
+        })
+    }
+
+    /// tact pinned to CPU 1, entered into `acct` first (`taskset -c 1 sh -c '...exec tact'`):
+    /// add its arguments.
+    pub fn tact_on_cpu1(&self) -> Command {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "1", "sh", "-c"])
+            .arg(format!("{}exec \"$0\" \"$@\"", self.enter))
+            .arg(env!("CARGO_BIN_EXE_tact"));
+        c
+    }
+
+    /// Nothing left in the test's cgroups.
+    pub fn assert_clean(&self, err: &str) {
+        for cg in std::iter::once(&self.cpu).chain(&self.acct) {
+            assert!(
+                cg.leftovers().is_empty(),
+                "left behind: {:?}\n{err}",
+                cg.leftovers()
+            );
+        }
+    }
+}
+
 /// A `tact-test-NAME-PID` directory in a cgroup hierarchy, removed at the end with whatever tact
 /// left in it (which a test reports first, with `leftovers`).
 pub struct TestCgroup(pub PathBuf);
